@@ -1,0 +1,36 @@
+// Two projects: fast unit tests beside the code, and integration tests under test/ that share one
+// local control plane per run (started in globalSetup, stopped in globalTeardown).
+const transform = { "^.+\\.ts$": ["ts-jest", { tsconfig: "<rootDir>/tsconfig.json" }] };
+const moduleNameMapper = {
+  // tsc rewrites our relative ".ts" imports to ".js" (rewriteRelativeImportExtensions); map them back.
+  "^(\\.{1,2}/.*)\\.js$": "$1",
+  "^@portable-lb/(core|providers)$": "<rootDir>/packages/$1/src/index.ts",
+  "^@portable-lb/lb-image$": "<rootDir>/lb-image/src/index.ts",
+};
+
+/** @type {import('jest').Config} */
+module.exports = {
+  projects: [
+    {
+      displayName: "unit",
+      testEnvironment: "node",
+      transform,
+      moduleNameMapper,
+      testMatch: [
+        "<rootDir>/packages/*/src/**/*.test.ts",
+        "<rootDir>/lb-image/src/**/*.test.ts",
+        "<rootDir>/test/harness/**/*.test.ts",
+      ],
+    },
+    {
+      displayName: "integration",
+      testEnvironment: "node",
+      transform,
+      moduleNameMapper,
+      testMatch: ["<rootDir>/test/integration/**/*.test.ts", "<rootDir>/test/e2e/**/*.test.ts"],
+      globalSetup: "<rootDir>/test/harness/jestGlobalSetup.ts",
+      globalTeardown: "<rootDir>/test/harness/jestGlobalTeardown.ts",
+      testTimeout: 300_000,
+    },
+  ],
+};

@@ -1,0 +1,49 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import * as pulumi from "@pulumi/pulumi";
+import { installMocks, valueOf } from "../../../test/unit/pulumiMocks.ts";
+import { environmentFromConfig } from "./environment.ts";
+
+installMocks();
+const dir = mkdtempSync(join(tmpdir(), "plb-env-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+function configWith(environment: unknown): pulumi.Config {
+  const values: Record<string, string> =
+    environment === undefined ? {} : { "portable-lb:environment": JSON.stringify(environment) };
+  pulumi.runtime.setAllConfig(values);
+  return new pulumi.Config("portable-lb");
+}
+
+describe("environmentFromConfig", () => {
+  it("reads the kubeconfig file of a kubeconfig environment, as a secret", async () => {
+    const file = join(dir, "kubeconfig");
+    writeFileSync(file, "apiVersion: v1\nkind: Config\n");
+    const env = environmentFromConfig(configWith({ kind: "kubeconfig", kubeconfig: file }));
+    expect(env.kind).toBe("kubeconfig");
+    expect(await valueOf(env.kubeconfig)).toBe("apiVersion: v1\nkind: Config\n");
+    expect(await pulumi.isSecret(env.kubeconfig)).toBe(true);
+  });
+
+  it.each([
+    [
+      undefined,
+      /^portable-lb:environment: not set; run 'pulumi config set --path environment.kind kubeconfig'/,
+    ],
+    [
+      { kind: "aws" },
+      /^environment\.kind: unknown environment kind; set environment\.kind to "kubeconfig" \(got "aws"\)$/,
+    ],
+    [
+      { kind: "kubeconfig" },
+      /^environment\.kubeconfig: the path to a kubeconfig file is required, e\.g\. ~\/\.kube\/config \(got nothing\)$/,
+    ],
+    [
+      { kind: "kubeconfig", kubeconfig: "/nonexistent/kc" },
+      /^environment\.kubeconfig: cannot read "\/nonexistent\/kc" \(ENOENT.*\); point it at an existing kubeconfig file$/,
+    ],
+  ])("rejects %j with a message naming the field, the value and the fix", (environment, message) => {
+    expect(() => environmentFromConfig(configWith(environment))).toThrow(message);
+  });
+});

@@ -1,0 +1,7 @@
+export {
+  environmentFromConfig,
+  environmentSchema,
+  resolveEnvironment,
+  type Environment,
+  type EnvironmentConfig,
+} from "./environment.ts";

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs everything the tests and the lab need, from package registries only. Idempotent: tools
+# are cached by version outside the clone ($PORTABLE_LB_CACHE, default ~/.cache/portable-lb), so a
+# second run, even from a new clone, only checks stamps and runs `npm ci` from npm's cache.
+set -uo pipefail
+here=$(dirname "${BASH_SOURCE[0]}")
+. "$here/toolenv.sh"
+. "$here/bootstrap/apt.sh"
+. "$here/bootstrap/node.sh"
+. "$here/bootstrap/pulumi.sh"
+. "$here/bootstrap/kubernetes.sh"
+. "$here/bootstrap/npm.sh"
+
+mkdir -p "$PLB_TOOLS" "$PLB_LOGS" "$PULUMI_HOME"
+command -v go >/dev/null || die "Go is not installed; install Go >= 1.26 (the tools are built from the Go module proxy) and rerun."
+start=$SECONDS
+
+# One bootstrap at a time per cache: a second one waits instead of building the same tool twice.
+exec 9>"$PLB_CACHE/.lock"
+flock -n 9 || { say "another bootstrap is running on $PLB_CACHE; waiting for it"; flock 9; }
+
+install_apt_packages
+install_node
+if ! { tool_ready pulumi "$PULUMI_VERSION" && tool_ready pulumi-language-nodejs "$PULUMI_LANGUAGE_NODEJS_VERSION" &&
+  tool_ready pulumi-kubernetes "$PULUMI_KUBERNETES_VERSION" && tool_ready kubernetes "$KUBERNETES_VERSION"; }; then
+  need_memory_gb 5
+fi
+install_pulumi
+install_kubernetes
+install_pulumi_plugins
+install_npm_dependencies
+say "all tools ready in $((SECONDS - start)) s (cache: $PLB_CACHE)"

@@ -1,0 +1,75 @@
+# Shared helpers for the bootstrap scripts: paths, logging, locking, and Go wrapper-module builds.
+# Sourced, never run.
+
+REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# shellcheck source=../versions.env
+. "$REPO_ROOT/scripts/versions.env"
+
+# Built tools live outside the clone, keyed by version, so a fresh clone (as CI makes) reuses them.
+PLB_CACHE=${PORTABLE_LB_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/portable-lb}
+PLB_TOOLS=$PLB_CACHE/tools
+PLB_LOGS=$PLB_CACHE/logs
+# Go builds of pulumi-kubernetes peak at ~4.3 GB with 2 parallel compiles; keep it at 2 by default.
+PLB_GO_PARALLEL=${PORTABLE_LB_GO_PARALLEL:-2}
+
+say() { printf 'bootstrap: %s\n' "$*" >&2; }
+die() { printf 'bootstrap: ERROR: %s\n' "$*" >&2; exit 1; }
+
+# tool_dir NAME VERSION -> the cache folder holding that build
+tool_dir() { printf '%s/%s-%s' "$PLB_TOOLS" "$1" "$2"; }
+# A build counts only once its stamp exists; builds happen in a temp folder and move in atomically.
+tool_ready() { [ -f "$(tool_dir "$1" "$2")/.complete" ]; }
+
+# install_tool NAME VERSION FUNCTION: runs FUNCTION STAGING_DIR unless already cached.
+install_tool() {
+  local name=$1 version=$2 fn=$3 dest staging
+  dest=$(tool_dir "$name" "$version")
+  tool_ready "$name" "$version" && return 0
+  say "building $name $version (cached in $dest)"
+  staging=$(mktemp -d "$PLB_TOOLS/.staging-$name-XXXXXX")
+  local start=$SECONDS
+  # The build function prints its own one-line reason; here we only clean up and stop.
+  if ! ( "$fn" "$staging" ); then
+    rm -rf "$staging"
+    exit 1
+  fi
+  touch "$staging/.complete"
+  rm -rf "$dest"
+  mv "$staging" "$dest"
+  say "$name $version ready in $((SECONDS - start)) s"
+}
+
+# go_build LOGNAME OUTPUT PACKAGE [go build args...]: a build in the current wrapper module that
+# turns an out-of-memory kill into one clear line, and records the peak memory in the log.
+go_build() {
+  local logname=$1 out=$2 pkg=$3 log rc
+  shift 3
+  log=$PLB_LOGS/$logname.log
+  /usr/bin/time -f 'peak_rss_kb=%M elapsed_s=%e' -a -o "$log.time" \
+    env GOFLAGS=-mod=mod GONOSUMDB=github.com/pulumi GOTOOLCHAIN=local \
+    go build -p "$PLB_GO_PARALLEL" -trimpath -o "$out" "$@" "$pkg" >>"$log" 2>&1
+  rc=$?
+  if [ $rc -ne 0 ]; then
+    tail -n 15 "$log" >&2
+    if [ $rc -ge 128 ] || grep -qE 'signal: killed|cannot allocate memory|out of memory' "$log"; then
+      say "ERROR: go build of $pkg was killed, most likely out of memory (it needs ~4.5 GB free). Free memory or set PORTABLE_LB_GO_PARALLEL=1, then rerun. Log: $log"
+    else
+      say "ERROR: go build of $pkg failed (exit $rc). Log: $log"
+    fi
+    return 1
+  fi
+  tail -n 1 "$log.time" | sed "s|^|bootstrap: $logname: |" >&2
+}
+
+# go_module_dir MODULE@VERSION -> where the module proxy download landed (read-only).
+go_module_dir() {
+  GONOSUMDB=github.com/pulumi GOFLAGS=-mod=mod go mod download -json "$1" 2>>"$PLB_LOGS/go-download.log" |
+    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p'
+}
+
+need_memory_gb() {
+  local avail_kb
+  avail_kb=$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo)
+  [ "$avail_kb" -ge $(($1 * 1024 * 1024)) ] ||
+    die "only $((avail_kb / 1024)) MB of memory is free; the Go builds need about $1 GB. Stop other work (a stale control plane? run 'npm run control-plane -- down') and rerun."
+}

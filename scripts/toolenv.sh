@@ -1,0 +1,10 @@
+# Puts the bootstrapped tools first on PATH and points Pulumi at its cached home and a local,
+# offline setup. Sourced by bootstrap.sh and with-tools; safe to source twice.
+# shellcheck source=bootstrap/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/bootstrap/common.sh"
+
+export PORTABLE_LB_CACHE=$PLB_CACHE
+export PATH="$(tool_dir node "$NODE_VERSION")/bin:$(tool_dir pulumi "$PULUMI_VERSION")/bin:$(tool_dir pulumi-language-nodejs "$PULUMI_LANGUAGE_NODEJS_VERSION")/bin:$(tool_dir kubernetes "$KUBERNETES_VERSION")/bin:$REPO_ROOT/node_modules/@pulumi/pulumi:$REPO_ROOT/node_modules/.bin:$PATH"
+export PULUMI_HOME=${PULUMI_HOME:-$PLB_CACHE/pulumi-home}
+export PULUMI_SKIP_UPDATE_CHECK=true
+export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true

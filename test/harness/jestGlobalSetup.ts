@@ -1,0 +1,19 @@
+// One control plane per Jest run, shared by every integration test through KUBECONFIG-style env vars.
+import { mkdtemp } from "node:fs/promises";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import { instancesRoot, killControlPlaneNow, reapStale, startControlPlane } from "./controlPlane.ts";
+import { TEST_ENV, type SharedControlPlane } from "./testEnv.ts";
+
+export default async function globalSetup(): Promise<void> {
+  const root = instancesRoot();
+  mkdirSync(root, { recursive: true });
+  for (const line of await reapStale(root)) console.warn(line);
+  const dir = await mkdtemp(join(root, `jest-${process.pid}-`));
+  const state = await startControlPlane({ dir, ownerPid: process.pid, podCidr: "10.244.0.0/16" });
+  // If Jest dies without running the teardown, the exit handler still stops the processes.
+  process.once("exit", () => killControlPlaneNow(state));
+  (globalThis as SharedControlPlane).__portableLbControlPlane = state;
+  process.env[TEST_ENV.kubeconfig] = state.kubeconfig;
+  process.env[TEST_ENV.server] = state.server;
+}

@@ -1,0 +1,7 @@
+import { stopControlPlane } from "./controlPlane.ts";
+import type { SharedControlPlane } from "./testEnv.ts";
+
+export default async function globalTeardown(): Promise<void> {
+  const state = (globalThis as SharedControlPlane).__portableLbControlPlane;
+  if (state) await stopControlPlane(state);
+}

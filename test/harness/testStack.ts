@@ -1,0 +1,59 @@
+// A Pulumi stack for tests, driven by the real engine through the Automation API: a file backend and
+// a project folder in a temp dir whose `main` points at the program under test, so the repo gets
+// no Pulumi.<stack>.yaml and nothing is left behind after dispose().
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join, relative } from "node:path";
+import { LocalWorkspace, type Stack } from "@pulumi/pulumi/automation/index.js";
+
+export interface TestStackOptions {
+  /** Folder of the Pulumi program (its index.ts) to run. */
+  program: string;
+  /** Stack config; nested objects become path-style keys (`a.b.c`). */
+  config: Record<string, unknown>;
+  stackName?: string;
+}
+
+/** `{ "p:env": { kind: "x" } }` -> `[["p:env.kind", "x"]]`, the form `pulumi config set --path` takes. */
+export function configPaths(config: Record<string, unknown>, prefix = ""): [string, string][] {
+  return Object.entries(config).flatMap(([key, value]): [string, string][] => {
+    const path = prefix ? (/^\d+$/.test(key) ? `${prefix}[${key}]` : `${prefix}.${key}`) : key;
+    if (value !== null && typeof value === "object") return configPaths(value as Record<string, unknown>, path);
+    return [[path, String(value)]];
+  });
+}
+
+export class TestStack {
+  private constructor(
+    readonly stack: Stack,
+    private readonly dir: string,
+  ) {}
+
+  static async create(opts: TestStackOptions): Promise<TestStack> {
+    const dir = await mkdtemp(join(tmpdir(), "plb-stack-"));
+    await writeFile(
+      join(dir, "Pulumi.yaml"),
+      `name: portable-lb-test\nruntime:\n  name: nodejs\n  options:\n    typescript: true\nmain: ${relative(dir, opts.program)}\n`,
+    );
+    const envVars: Record<string, string> = {
+      PULUMI_BACKEND_URL: `file://${join(dir, "state")}`,
+      PULUMI_CONFIG_PASSPHRASE: "portable-lb-test-only",
+      // `npm test` type-checks everything first; the engine need not do it again.
+      PULUMI_NODEJS_TRANSPILE_ONLY: "true",
+    };
+    await mkdir(join(dir, "state"));
+    const stack = await LocalWorkspace.createOrSelectStack(
+      { stackName: opts.stackName ?? "test", workDir: dir },
+      { envVars, ...(process.env.PULUMI_HOME && { pulumiHome: process.env.PULUMI_HOME }) },
+    );
+    for (const [key, value] of configPaths(opts.config)) {
+      await stack.setConfig(key, { value }, true);
+    }
+    return new TestStack(stack, dir);
+  }
+
+  /** Removes the stack's state and the temp folder; call after destroy(). */
+  async dispose(): Promise<void> {
+    await rm(this.dir, { recursive: true, force: true });
+  }
+}

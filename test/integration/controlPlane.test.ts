@@ -1,0 +1,133 @@
+// The control-plane harness itself: the shared instance works end to end, and every way of failing
+// gives one clear error and leaves no process or folder behind.
+import { spawn, execFile } from "node:child_process";
+import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { createServer, type Server } from "node:net";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
+import { instancesRoot, reapStale, startControlPlane, stopControlPlane } from "../harness/controlPlane.ts";
+import { commandLine, waitUntil } from "../harness/processes.ts";
+import { testKubeconfig } from "../harness/testEnv.ts";
+
+const run = promisify(execFile);
+
+/** Pids of processes whose command line mentions `dir` (what an instance in `dir` would leave). */
+function processesUsing(dir: string): number[] {
+  return readdirSync("/proc")
+    .filter((p) => /^\d+$/.test(p))
+    .map(Number)
+    .filter((pid) => pid !== process.pid && (commandLine(pid)?.includes(dir) ?? false));
+}
+
+// Each failure test gets its own instances root, so reaping there cannot touch the run's instance.
+const scratchRoots: string[] = [];
+function scratchDir(): string {
+  const root = mkdtempSync(join(tmpdir(), "plb-cp-"));
+  scratchRoots.push(root);
+  return join(root, "cp");
+}
+afterAll(() => scratchRoots.forEach((root) => rmSync(root, { recursive: true, force: true })));
+
+describe("the run's shared control plane", () => {
+  const kc = new KubeConfig();
+  kc.loadFromFile(testKubeconfig());
+  const core = kc.makeApiClient(CoreV1Api);
+
+  it("serves the API with RBAC, and the controller-manager allocates node pod CIDRs", async () => {
+    const name = `harness-node-${process.pid}`;
+    await core.createNode({ body: { metadata: { name } } });
+    try {
+      let podCIDR: string | undefined;
+      const allocated = await waitUntil(async () => {
+        podCIDR = (await core.readNode({ name })).spec?.podCIDR;
+        return podCIDR !== undefined;
+      }, 30_000);
+      expect(allocated).toBe(true);
+      expect(podCIDR).toMatch(/^10\.244\.\d+\.0\/24$/);
+    } finally {
+      await core.deleteNode({ name });
+    }
+  });
+
+  it("is reachable with kubectl through the kubeconfig it hands out", async () => {
+    const { stdout } = await run("kubectl", ["--kubeconfig", testKubeconfig(), "auth", "can-i", "create", "namespaces"]);
+    expect(stdout.trim()).toBe("yes");
+  });
+});
+
+describe("control plane failures", () => {
+  it("names the component and its log when one fails to start, and leaves nothing behind", async () => {
+    const dir = scratchDir();
+    // A service CIDR with a /33 mask makes kube-apiserver exit at flag parsing: a real start-up failure.
+    const attempt = startControlPlane({ dir, serviceCidr: "10.96.0.0/33", readyTimeoutMs: 30_000 });
+    await expect(attempt).rejects.toThrow(
+      new RegExp(`^control plane: kube-apiserver exited during start-up; last lines of ${dir}/kube-apiserver\\.log:\\n[^]*33`),
+    );
+    expect(existsSync(dir)).toBe(false);
+    expect(processesUsing(dir)).toEqual([]);
+  });
+
+  it("refuses a port that is already in use, naming the port, its purpose and the fix", async () => {
+    const server: Server = createServer();
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const port = (server.address() as { port: number }).port;
+    try {
+      await expect(startControlPlane({ dir: scratchDir(), apiserverPort: port })).rejects.toThrow(
+        `port 127.0.0.1:${port} (kube-apiserver --secure-port) is already in use: stop what listens there (see 'ss -ltnp sport = :${port}') or pick another port`,
+      );
+    } finally {
+      server.close();
+    }
+  });
+
+  it("reaps an instance whose owner died (a test run killed before teardown)", async () => {
+    const owner = spawn("sleep", ["120"], { stdio: "ignore" });
+    const dir = scratchDir();
+    const state = await startControlPlane({ dir, ownerPid: owner.pid! });
+    try {
+      expect(processesUsing(dir)).toHaveLength(4);
+      owner.kill("SIGKILL");
+      await waitUntil(() => commandLine(owner.pid!) === undefined, 5_000, 20);
+      const lines = await reapStale(join(dir, ".."));
+      expect(lines).toEqual([
+        expect.stringMatching(new RegExp(`^control plane: removed a stale instance from an earlier run in ${dir} \\(stopped pids \\d+, \\d+, \\d+, \\d+\\)$`)),
+      ]);
+      expect(processesUsing(dir)).toEqual([]);
+      expect(existsSync(dir)).toBe(false);
+    } finally {
+      owner.kill("SIGKILL");
+      await stopControlPlane(state);
+    }
+  });
+});
+
+describe("control-plane command line", () => {
+  const cli = (...args: string[]) =>
+    run(process.execPath, ["--disable-warning=MODULE_TYPELESS_PACKAGE_JSON", join(__dirname, "../harness/controlPlaneCli.ts"), ...args]);
+
+  it("brings an instance up idempotently, reports it, and takes it down", async () => {
+    const name = `cli-${process.pid}`;
+    try {
+      const first = await cli("up", "--name", name);
+      const kubeconfig = first.stdout.trim();
+      expect(kubeconfig).toBe(join(instancesRoot(), name, "admin.kubeconfig"));
+      expect(first.stderr).toMatch(new RegExp(`control plane '${name}' ready at https://127\\.0\\.0\\.1:\\d+`));
+
+      const again = await cli("up", "--name", name);
+      expect(again.stdout.trim()).toBe(kubeconfig);
+      expect(again.stderr).toMatch(/is already running/);
+
+      const status = await cli("status", "--name", name);
+      expect(status.stdout.match(/running/g)).toHaveLength(4);
+
+      const { stdout } = await run("kubectl", ["--kubeconfig", kubeconfig, "get", "--raw", "/readyz"]);
+      expect(stdout.trim()).toBe("ok");
+    } finally {
+      await cli("down", "--name", name);
+    }
+    expect(existsSync(join(instancesRoot(), name))).toBe(false);
+    expect(processesUsing(join(instancesRoot(), name))).toEqual([]);
+  });
+});
