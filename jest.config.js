@@ -5,6 +5,7 @@ const moduleNameMapper = {
   // tsc rewrites our relative ".ts" imports to ".js" (rewriteRelativeImportExtensions); map them back.
   "^(\\.{1,2}/.*)\\.js$": "$1",
   "^@portable-lb/(core|providers)$": "<rootDir>/packages/$1/src/index.ts",
+  "^@portable-lb/core/config$": "<rootDir>/packages/core/src/config/index.ts",
   "^@portable-lb/lb-image$": "<rootDir>/lb-image/src/index.ts",
 };
 
@@ -28,9 +29,9 @@ module.exports = {
       transform,
       moduleNameMapper,
       testMatch: ["<rootDir>/test/integration/**/*.test.ts", "<rootDir>/test/e2e/**/*.test.ts"],
-      globalSetup: "<rootDir>/test/harness/jestGlobalSetup.ts",
-      globalTeardown: "<rootDir>/test/harness/jestGlobalTeardown.ts",
-      testTimeout: 300_000,
+      globalSetup: "<rootDir>/test/harness/jestGlobalSetup.mjs",
+      globalTeardown: "<rootDir>/test/harness/jestGlobalTeardown.mjs",
+      setupFilesAfterEnv: ["<rootDir>/test/harness/jestIntegrationSetup.ts"],
     },
   ],
 };

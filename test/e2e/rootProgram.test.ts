@@ -63,6 +63,8 @@ describe("root program on the local control plane", () => {
     expect(destroy.summary.result).toBe("succeeded");
     expect(destroy.summary.resourceChanges).toEqual({ delete: 4 });
     // The namespace controller finalizes deletion asynchronously; it must be gone within a bound.
-    expect(await waitUntil(async () => !(await namespaceExists(api, "portable-lb-system")), 60_000, 250)).toBe(true);
+    expect(
+      await waitUntil(async () => !(await namespaceExists(api, "portable-lb-system")), 60_000, 250),
+    ).toBe(true);
   });
 });

@@ -9,6 +9,8 @@ import { LocalWorkspace, type Stack } from "@pulumi/pulumi/automation/index.js";
 export interface TestStackOptions {
   /** Folder of the Pulumi program (its index.ts) to run. */
   program: string;
+  /** The program's project name, which namespaces its config (default "portable-lb"). */
+  projectName?: string;
   /** Stack config; nested objects become path-style keys (`a.b.c`). */
   config: Record<string, unknown>;
   stackName?: string;
@@ -18,22 +20,26 @@ export interface TestStackOptions {
 export function configPaths(config: Record<string, unknown>, prefix = ""): [string, string][] {
   return Object.entries(config).flatMap(([key, value]): [string, string][] => {
     const path = prefix ? (/^\d+$/.test(key) ? `${prefix}[${key}]` : `${prefix}.${key}`) : key;
-    if (value !== null && typeof value === "object") return configPaths(value as Record<string, unknown>, path);
+    if (value !== null && typeof value === "object")
+      return configPaths(value as Record<string, unknown>, path);
     return [[path, String(value)]];
   });
 }
 
 export class TestStack {
-  private constructor(
-    readonly stack: Stack,
-    private readonly dir: string,
-  ) {}
+  readonly stack: Stack;
+  private readonly dir: string;
+
+  private constructor(stack: Stack, dir: string) {
+    this.stack = stack;
+    this.dir = dir;
+  }
 
   static async create(opts: TestStackOptions): Promise<TestStack> {
     const dir = await mkdtemp(join(tmpdir(), "plb-stack-"));
     await writeFile(
       join(dir, "Pulumi.yaml"),
-      `name: portable-lb-test\nruntime:\n  name: nodejs\n  options:\n    typescript: true\nmain: ${relative(dir, opts.program)}\n`,
+      `name: ${opts.projectName ?? "portable-lb"}\nruntime:\n  name: nodejs\n  options:\n    typescript: true\nmain: ${relative(dir, opts.program)}\n`,
     );
     const envVars: Record<string, string> = {
       PULUMI_BACKEND_URL: `file://${join(dir, "state")}`,

@@ -52,7 +52,14 @@ describe("the run's shared control plane", () => {
   });
 
   it("is reachable with kubectl through the kubeconfig it hands out", async () => {
-    const { stdout } = await run("kubectl", ["--kubeconfig", testKubeconfig(), "auth", "can-i", "create", "namespaces"]);
+    const { stdout } = await run("kubectl", [
+      "--kubeconfig",
+      testKubeconfig(),
+      "auth",
+      "can-i",
+      "create",
+      "namespaces",
+    ]);
     expect(stdout.trim()).toBe("yes");
   });
 });
@@ -60,10 +67,13 @@ describe("the run's shared control plane", () => {
 describe("control plane failures", () => {
   it("names the component and its log when one fails to start, and leaves nothing behind", async () => {
     const dir = scratchDir();
-    // A service CIDR with a /33 mask makes kube-apiserver exit at flag parsing: a real start-up failure.
+    // A service CIDR with a /33 mask makes kube-apiserver exit while validating flags: a real start-up failure.
     const attempt = startControlPlane({ dir, serviceCidr: "10.96.0.0/33", readyTimeoutMs: 30_000 });
     await expect(attempt).rejects.toThrow(
-      new RegExp(`^control plane: kube-apiserver exited during start-up; last lines of ${dir}/kube-apiserver\\.log:\\n[^]*33`),
+      new RegExp(
+        `^control plane: kube-apiserver exited during start-up; last lines of ${dir}/kube-apiserver\\.log:\\n` +
+          `[^]*service-cluster-ip-range\\[0\\] is not a valid cidr[^]*\\(logs kept in ${dir}\\.failed-logs\\)$`,
+      ),
     );
     expect(existsSync(dir)).toBe(false);
     expect(processesUsing(dir)).toEqual([]);
@@ -92,7 +102,11 @@ describe("control plane failures", () => {
       await waitUntil(() => commandLine(owner.pid!) === undefined, 5_000, 20);
       const lines = await reapStale(join(dir, ".."));
       expect(lines).toEqual([
-        expect.stringMatching(new RegExp(`^control plane: removed a stale instance from an earlier run in ${dir} \\(stopped pids \\d+, \\d+, \\d+, \\d+\\)$`)),
+        expect.stringMatching(
+          new RegExp(
+            `^control plane: removed a stale instance from an earlier run in ${dir} \\(stopped pids \\d+, \\d+, \\d+, \\d+\\)$`,
+          ),
+        ),
       ]);
       expect(processesUsing(dir)).toEqual([]);
       expect(existsSync(dir)).toBe(false);
@@ -105,7 +119,11 @@ describe("control plane failures", () => {
 
 describe("control-plane command line", () => {
   const cli = (...args: string[]) =>
-    run(process.execPath, ["--disable-warning=MODULE_TYPELESS_PACKAGE_JSON", join(__dirname, "../harness/controlPlaneCli.ts"), ...args]);
+    run(process.execPath, [
+      "--disable-warning=MODULE_TYPELESS_PACKAGE_JSON",
+      join(__dirname, "../harness/controlPlaneCli.ts"),
+      ...args,
+    ]);
 
   it("brings an instance up idempotently, reports it, and takes it down", async () => {
     const name = `cli-${process.pid}`;
@@ -113,7 +131,9 @@ describe("control-plane command line", () => {
       const first = await cli("up", "--name", name);
       const kubeconfig = first.stdout.trim();
       expect(kubeconfig).toBe(join(instancesRoot(), name, "admin.kubeconfig"));
-      expect(first.stderr).toMatch(new RegExp(`control plane '${name}' ready at https://127\\.0\\.0\\.1:\\d+`));
+      expect(first.stderr).toMatch(
+        new RegExp(`control plane '${name}' ready at https://127\\.0\\.0\\.1:\\d+`),
+      );
 
       const again = await cli("up", "--name", name);
       expect(again.stdout.trim()).toBe(kubeconfig);

@@ -1,12 +1,15 @@
 // Pulumi unit-test mocks shared by every package: record each resource the program registers and
 // resolve outputs, so tests can assert the resource graph without an engine.
 import * as pulumi from "@pulumi/pulumi";
+import * as settings from "@pulumi/pulumi/runtime/settings.js";
 
 export interface RecordedResource {
   type: string;
   name: string;
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- resource inputs are untyped by nature
   inputs: Record<string, any>;
+  /** "urn::id" of the explicit provider, when the resource was given one. */
+  provider?: string;
 }
 
 export function installMocks(): RecordedResource[] {
@@ -16,7 +19,12 @@ export function installMocks(): RecordedResource[] {
     {
       newResource: (args) => {
         const inputs = args.inputs as Record<string, unknown>;
-        recorded.push({ type: args.type, name: args.name, inputs });
+        recorded.push({
+          type: args.type,
+          name: args.name,
+          inputs,
+          ...(args.provider && { provider: args.provider }),
+        });
         return { id: `${args.name}-id`, state: inputs };
       },
       call: (args) => args.inputs as Record<string, unknown>,
@@ -37,4 +45,29 @@ export function valueOf<T>(output: pulumi.Output<T>): Promise<T> {
 export async function typeChain(resource: pulumi.Resource): Promise<string> {
   const urn = await valueOf(resource.urn);
   return urn.split("::")[2]!;
+}
+
+/**
+ * Resolves once every pending resource registration has reached the mocks. Uses the runtime's
+ * waitForRPCs (marked internal, but the one signal that covers registrations still queued; the
+ * @pulumi/pulumi version is pinned, so a change there shows up as a failing unit test).
+ */
+export async function settled(): Promise<void> {
+  await (settings as unknown as { waitForRPCs(): Promise<void> }).waitForRPCs();
+}
+
+// How the runtime serializes a secret value to the monitor (the special-signature envelope).
+const SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270";
+const SIG_KEY = "4dabf18193072939515e22adb298388d";
+
+/** The plaintext of a recorded secret input, or undefined when the input is not a secret. */
+export function secretValue(input: unknown): unknown {
+  if (
+    input !== null &&
+    typeof input === "object" &&
+    (input as Record<string, unknown>)[SIG_KEY] === SECRET_SIG
+  ) {
+    return (input as { value: unknown }).value;
+  }
+  return undefined;
 }

@@ -1,3 +1,15 @@
+// @portable-lb/core: the components a platform team deploys, and the schema they share with the LB
+// controller. The controller imports only "@portable-lb/core/config" (no Pulumi in the LB image).
+export * from "./config/index.ts";
+export * from "./bgp/index.ts";
+export * from "./cluster/index.ts";
+export * from "./flannel/index.ts";
+export * from "./loadBalancer/index.ts";
+export * from "./routeReflector/index.ts";
+export { CONFIG_HASH_ANNOTATION, configHash } from "./configHash.ts";
+export { minimalSecurityContext } from "./containerSecurity.ts";
+export type { ClusterEnvironment } from "./environment.ts";
 export { PART_OF, standardLabels } from "./labels.ts";
-export { SystemNamespace, type SystemNamespaceArgs, type PodSecurityLevel } from "./systemNamespace.ts";
+export { PLATFORMS, hasCloudGateway, type Platform } from "./platform.ts";
+export { SystemNamespace, type PodSecurityLevel, type SystemNamespaceArgs } from "./systemNamespace.ts";
 export { ConfigError, parseOrThrow } from "./validation.ts";

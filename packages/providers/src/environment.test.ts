@@ -22,8 +22,24 @@ describe("environmentFromConfig", () => {
     writeFileSync(file, "apiVersion: v1\nkind: Config\n");
     const env = environmentFromConfig(configWith({ kind: "kubeconfig", kubeconfig: file }));
     expect(env.kind).toBe("kubeconfig");
+    expect(env.platform).toBe("onprem");
     expect(await valueOf(env.kubeconfig)).toBe("apiVersion: v1\nkind: Config\n");
     expect(await pulumi.isSecret(env.kubeconfig)).toBe(true);
+  });
+
+  it("passes platform, BGP routers and the LB node count through", () => {
+    const file = join(dir, "kubeconfig");
+    writeFileSync(file, "x");
+    const env = environmentFromConfig(
+      configWith({
+        kind: "kubeconfig",
+        kubeconfig: file,
+        platform: "aws",
+        bgp: { routers: ["10.0.0.1"] },
+        lbNodeCount: 3,
+      }),
+    );
+    expect(env).toMatchObject({ platform: "aws", bgp: { routers: ["10.0.0.1"] }, lbNodeCount: 3 });
   });
 
   it.each([

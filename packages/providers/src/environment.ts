@@ -2,7 +2,13 @@
 // This first environment kind adopts an existing cluster by its kubeconfig; the provisioning kinds
 // (onprem, aws, gcp, lab) join the union as they are built.
 import { readFileSync } from "node:fs";
-import { ConfigError, parseOrThrow } from "@portable-lb/core";
+import {
+  ConfigError,
+  PLATFORMS,
+  ipv4Address,
+  parseOrThrow,
+  type ClusterEnvironment,
+} from "@portable-lb/core";
 import * as pulumi from "@pulumi/pulumi";
 import { z } from "zod";
 
@@ -14,6 +20,14 @@ export const environmentSchema = z.discriminatedUnion(
       kubeconfig: z
         .string({ error: "the path to a kubeconfig file is required, e.g. ~/.kube/config" })
         .min(1),
+      /** Where that cluster runs; decides flannel's backend and whether cloud routes exist. */
+      platform: z.enum(PLATFORMS, { error: `must be one of: ${PLATFORMS.join(", ")}` }).default("onprem"),
+      /** The upstream routers that peer with our route reflectors, when the network offers BGP. */
+      bgp: z
+        .object({ routers: z.array(ipv4Address).min(1, { error: "needs at least one router address" }) })
+        .optional(),
+      /** How many nodes carry the LB node label. */
+      lbNodeCount: z.number().int().min(0).optional(),
     }),
   ],
   { error: 'unknown environment kind; set environment.kind to "kubeconfig"' },
@@ -21,11 +35,8 @@ export const environmentSchema = z.discriminatedUnion(
 
 export type EnvironmentConfig = z.output<typeof environmentSchema>;
 
-export interface Environment {
-  kind: EnvironmentConfig["kind"];
-  /** Kubeconfig contents, kept secret in state. */
-  kubeconfig: pulumi.Output<string>;
-}
+/** A resolved environment; its kubeconfig is the file's contents, kept secret in state. */
+export type Environment = ClusterEnvironment & { kubeconfig: pulumi.Output<string> };
 
 export function resolveEnvironment(config: EnvironmentConfig): Environment {
   const path = config.kubeconfig.replace(/^~(?=\/)/, process.env.HOME ?? "~");
@@ -37,7 +48,13 @@ export function resolveEnvironment(config: EnvironmentConfig): Environment {
       `environment.kubeconfig: cannot read ${JSON.stringify(config.kubeconfig)} (${(err as Error).message}); point it at an existing kubeconfig file`,
     );
   }
-  return { kind: config.kind, kubeconfig: pulumi.secret(contents) };
+  return {
+    kind: config.kind,
+    platform: config.platform,
+    kubeconfig: pulumi.secret(contents),
+    ...(config.bgp && { bgp: config.bgp }),
+    ...(config.lbNodeCount !== undefined && { lbNodeCount: config.lbNodeCount }),
+  };
 }
 
 /** Reads and checks `portable-lb:environment` (an object) from the stack config. */

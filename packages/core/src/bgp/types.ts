@@ -1,0 +1,51 @@
+// Inputs of the BGP configuration renderers (route reflector, upstream router, LB speaker).
+
+/** BFD timers; defaults 300 ms × 3 (detects a dead peer in under a second). */
+export interface BfdTimers {
+  minRxMs: number;
+  minTxMs: number;
+  multiplier: number;
+}
+
+export interface BgpTimers {
+  holdTimeS: number;
+  keepaliveS: number;
+}
+
+export interface RouteReflectorConfigInput {
+  /** The reflector's own address (router id and the address the upstream router peers with). */
+  routerId: string;
+  /** iBGP AS number shared by speakers, reflectors and the upstream router. */
+  asn: number;
+  /** LB speakers may connect from any address in these ranges (dynamic neighbors; the pod CIDR). */
+  speakerRanges: string[];
+  /**
+   * The reflector's address LB speakers connect to, when not `routerId`: its overlay (pod-network)
+   * address, so the overlay's masquerade does not replace the pod's source address (paper §3.3).
+   * Speaker sessions are multihop, and BIRD needs a fixed local address for multihop BFD.
+   */
+  speakerLocalAddress?: string;
+  /** Upstream routers the reflector sends all paths to. */
+  upstreamRouters: string[];
+  /** Other reflectors' addresses (redundant pair), peered as plain iBGP. */
+  peerReflectors: string[];
+  bfd: BfdTimers;
+  timers: BgpTimers;
+  /** Seconds peers keep our routes while we restart (graceful restart). */
+  gracefulRestartS: number;
+  /** TCP MD5 password, when set, on every session. */
+  password?: string;
+}
+
+export interface UpstreamRouterConfigInput {
+  asn: number;
+  /** The router's own address (router id). */
+  routerId: string;
+  /** Addresses of the route reflectors to peer with. */
+  routeReflectors: string[];
+  /** ECMP fan-out: how many equal-cost next hops the router installs per prefix. */
+  maximumPaths: number;
+  bfd: BfdTimers;
+  timers: BgpTimers;
+  password?: string;
+}

@@ -1,0 +1,40 @@
+import fc from "fast-check";
+import { quotablePassword, routerInput, routerPairInput } from "./testInputs.ts";
+import { MULTIPATH_HASH_ADVICE, renderUpstreamRouterFrr } from "./upstreamRouterFrr.ts";
+
+describe("renderUpstreamRouterFrr", () => {
+  it("peers with every reflector through one iBGP peer-group and installs up to maximumPaths paths", () => {
+    const conf = renderUpstreamRouterFrr(routerPairInput);
+    expect(conf).toContain(" neighbor portable-lb-reflectors remote-as 4200000001\n");
+    expect(conf).toContain(" neighbor 10.0.0.108 peer-group portable-lb-reflectors\n");
+    expect(conf).toContain(" neighbor 10.0.0.109 peer-group portable-lb-reflectors\n");
+    expect(conf).toContain("  maximum-paths ibgp 64\n");
+    expect(conf).toContain(" neighbor portable-lb-reflectors timers 10 30\n");
+  });
+
+  it("puts the password verbatim on the peer-group", () => {
+    fc.assert(
+      fc.property(quotablePassword, (password) => {
+        const conf = renderUpstreamRouterFrr({ ...routerInput, password });
+        expect(conf).toContain(`\n neighbor portable-lb-reflectors password ${password}\n`);
+      }),
+    );
+  });
+
+  it("refuses a password that is not one word (FRR's CLI has no quoting)", () => {
+    const notOneWord = fc
+      .tuple(fc.string(), fc.constantFrom(" ", "\t", "\n", "\0"), fc.string())
+      .map((parts) => parts.join(""));
+    fc.assert(
+      fc.property(notOneWord, (password) => {
+        expect(() => renderUpstreamRouterFrr({ ...routerInput, password })).toThrow(/no quoting/);
+      }),
+    );
+    expect(() => renderUpstreamRouterFrr({ ...routerInput, password: "" })).toThrow(/no quoting/);
+  });
+
+  it("advises L4 multipath hashing in one line", () => {
+    expect(MULTIPATH_HASH_ADVICE).toContain("sysctl -w net.ipv4.fib_multipath_hash_policy=1");
+    expect(MULTIPATH_HASH_ADVICE).not.toContain("\n");
+  });
+});

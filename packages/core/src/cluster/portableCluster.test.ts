@@ -1,0 +1,214 @@
+import * as pulumi from "@pulumi/pulumi";
+import { installMocks, secretValue, settled, typeChain, valueOf } from "../../../../test/unit/pulumiMocks.ts";
+import type { ClusterEnvironment } from "../environment.ts";
+import type { Platform } from "../platform.ts";
+import { PortableCluster, type PortableClusterArgs } from "./portableCluster.ts";
+
+const recorded = installMocks();
+beforeEach(() => (recorded.length = 0));
+
+const network = {
+  nodeCidr: "10.0.0.0/24",
+  podCidr: "10.244.0.0/16",
+  serviceCidr: "10.96.0.0/16",
+  vipPools: [{ name: "web", cidr: "10.1.1.0/24" }],
+};
+const env = (
+  platform: Platform,
+  routers?: string[],
+  extra: Partial<ClusterEnvironment> = {},
+): ClusterEnvironment => ({
+  kind: "kubeconfig",
+  platform,
+  kubeconfig: "apiVersion: v1\nkind: Config\n",
+  ...(routers && { bgp: { routers } }),
+  ...extra,
+});
+const bgpArgs = (platform: Platform): PortableClusterArgs => ({
+  environment: env(platform, ["10.0.0.1"]),
+  network,
+  loadBalancer: {
+    replicas: 3,
+    bgp: { asn: 64512 },
+    routeReflectors: [
+      { node: "rr1", address: "10.0.0.5" },
+      { node: "rr2", address: "10.0.0.6" },
+    ],
+  },
+});
+
+const ofType = (type: string) => recorded.filter((r) => r.type === type);
+const containers = () =>
+  ofType("kubernetes:apps/v1:Deployment")
+    .find((d) => d.inputs.metadata.name === "portable-lb-controller")!
+    .inputs.spec.template.spec.containers.map((c: { name: string }) => c.name);
+const flannelBackend = () =>
+  JSON.parse(
+    ofType("kubernetes:core/v1:ConfigMap").find((c) => c.inputs.metadata.name === "kube-flannel-cfg")!.inputs
+      .data["net-conf.json"],
+  ).Backend.Type;
+
+describe("PortableCluster", () => {
+  it.each<[Platform, string]>([
+    ["onprem", "host-gw"],
+    ["lab", "host-gw"],
+    ["aws", "vxlan"],
+    ["gcp", "vxlan"],
+  ])(
+    "on %s with BGP peering: %s flannel, speaker + controller, two reflectors, a router config",
+    async (platform, backend) => {
+      const cluster = new PortableCluster("plb", bgpArgs(platform));
+      await settled();
+      expect(cluster.routingMode).toBe("bgp");
+      expect(flannelBackend()).toBe(backend);
+      expect(containers()).toEqual(["controller", "bgp-speaker"]);
+      expect(
+        ofType("kubernetes:apps/v1:Deployment")
+          .map((d) => d.inputs.metadata.name)
+          .sort(),
+      ).toEqual(["portable-lb-controller", "portable-lb-rr-0", "portable-lb-rr-1"]);
+      const routerConfig = await valueOf(cluster.routerConfig!);
+      expect(routerConfig).toContain("router bgp 64512");
+      expect(routerConfig).toContain("neighbor 10.0.0.5");
+      expect(routerConfig).toContain("neighbor 10.0.0.6");
+      expect(routerConfig).toContain("maximum-paths ibgp 16");
+      expect(cluster.routerAdvice).toContain("fib_multipath_hash_policy=1");
+      expect(await valueOf(cluster.kubeconfig)).toBe("apiVersion: v1\nkind: Config\n");
+      expect(await pulumi.isSecret(cluster.kubeconfig)).toBe(true);
+      expect(cluster.loadBalancerClass).toBe("portable-lb.io/ecmp");
+      expect(cluster.vipPools).toEqual([{ name: "web", cidr: "10.1.1.0/24", avoidBuggyIps: false }]);
+    },
+  );
+
+  it.each<Platform>(["aws", "gcp"])(
+    "on %s without peering: cloud routes, controller only, no reflectors",
+    async (platform) => {
+      const cluster = new PortableCluster("plb", {
+        environment: env(platform),
+        network,
+        loadBalancer: { replicas: 2 },
+      });
+      await settled();
+      expect(cluster.routingMode).toBe("cloud-routes");
+      expect(containers()).toEqual(["controller"]);
+      expect(ofType("portable-lb:core:RouteReflector")).toEqual([]);
+      expect(cluster.routerConfig).toBeUndefined();
+      const config = JSON.parse(
+        ofType("kubernetes:core/v1:ConfigMap").find(
+          (c) => c.inputs.metadata.name === "portable-lb-controller-config",
+        )!.inputs.data["config.json"],
+      );
+      expect(config.cloudRoutes).toEqual({ cloud: platform });
+    },
+  );
+
+  it("creates its Kubernetes provider from the kubeconfig and every child under the component, through that provider", async () => {
+    const cluster = new PortableCluster("plb", bgpArgs("onprem"));
+    await settled();
+    const provider = ofType("pulumi:providers:kubernetes");
+    expect(provider).toHaveLength(1);
+    expect(secretValue(provider[0]!.inputs.kubeconfig)).toBe("apiVersion: v1\nkind: Config\n");
+    for (const c of [cluster.provider, cluster.flannel, cluster.loadBalancer, cluster.routeReflector!]) {
+      expect(await typeChain(c)).toMatch(/^portable-lb:core:PortableCluster\$/);
+    }
+    const k8sResources = recorded.filter((r) => r.type.startsWith("kubernetes:"));
+    expect(k8sResources.length).toBeGreaterThan(15);
+    for (const r of k8sResources) expect(r.provider).toMatch(/::plb-k8s::/);
+  });
+
+  it("keeps the BGP password secret in the router config and out of every plain input", async () => {
+    const args = bgpArgs("onprem");
+    args.loadBalancer.bgp = { asn: 64512, password: pulumi.secret("hunter2") };
+    const cluster = new PortableCluster("plb", args);
+    await settled();
+    expect(await pulumi.isSecret(cluster.routerConfig!)).toBe(true);
+    expect(await valueOf(cluster.routerConfig!)).toContain("hunter2");
+    for (const r of recorded) {
+      const plain = JSON.stringify(r.inputs, (_k, v: unknown) =>
+        secretValue(v) !== undefined ? "[secret]" : v,
+      );
+      expect(plain).not.toContain("hunter2");
+    }
+  });
+
+  const bad: [string, (a: PortableClusterArgs) => void, string][] = [
+    [
+      "pod and service CIDRs overlap",
+      (a) => (a.network = { ...network, serviceCidr: "10.244.128.0/17" }),
+      'network.serviceCidr: overlaps network.podCidr (10.244.0.0/16); give each network its own addresses (got "10.244.128.0/17")',
+    ],
+    [
+      "a VIP pool inside the node network",
+      (a) => (a.network = { ...network, vipPools: [{ name: "web", cidr: "10.0.0.128/25" }] }),
+      'network.vipPools[0].cidr: overlaps network.nodeCidr (10.0.0.0/24); give each network its own addresses (got "10.0.0.128/25")',
+    ],
+    [
+      "a VIP pool inside the service network",
+      (a) => (a.network = { ...network, vipPools: [{ name: "web", cidr: "10.96.5.0/24" }] }),
+      'network.vipPools[0].cidr: overlaps network.serviceCidr (10.96.0.0/16); give each network its own addresses (got "10.96.5.0/24")',
+    ],
+    [
+      "BGP mode without upstream routers",
+      (a) => (a.environment = env("onprem")),
+      "environment.bgp.routers: bgp routing needs at least one upstream router to peer with (got []); add the router addresses your network team gives you",
+    ],
+    [
+      "cloud routes on premises",
+      (a) => (a.routing = "cloud-routes"),
+      'routing: cloud-routes needs a cloud route table, which a onprem environment does not have (got "cloud-routes"); use "bgp" and set environment.bgp.routers',
+    ],
+    [
+      "BGP without an ASN",
+      (a) => (a.loadBalancer.bgp = undefined),
+      "loadBalancer.bgp.asn: must be a number (got nothing)",
+    ],
+    [
+      "an ASN out of range",
+      (a) => (a.loadBalancer.bgp = { asn: 99999999999 }),
+      "loadBalancer.bgp.asn: is not a usable AS number; use a private ASN in 64512-65534 or 4200000000-4294967294 (got 99999999999)",
+    ],
+    [
+      "BGP without route reflectors",
+      (a) => (a.loadBalancer.routeReflectors = []),
+      "loadBalancer.routeReflectors: needs at least one route reflector (two for redundancy), e.g. [{ node: 'rr1', address: '10.0.0.5' }] (got [])",
+    ],
+    [
+      "two reflectors on one node",
+      (a) =>
+        (a.loadBalancer.routeReflectors = [
+          { node: "n", address: "10.0.0.5" },
+          { node: "n", address: "10.0.0.6" },
+        ]),
+      'loadBalancer.routeReflectors[1].node: is already used by reflectors[0]; run each reflector on its own node (got "n")',
+    ],
+    [
+      "a reflector off the node network",
+      (a) => (a.loadBalancer.routeReflectors = [{ node: "rr1", address: "10.244.1.5" }]),
+      'loadBalancer.routeReflectors[0].address: is outside network.nodeCidr 10.0.0.0/24, so the upstream router cannot reach it (got "10.244.1.5"); use the node\'s address on the node network',
+    ],
+    [
+      "more LB pods than LB nodes",
+      (a) => (a.environment = env("onprem", ["10.0.0.1"], { lbNodeCount: 2 })),
+      "loadBalancer.replicas: 3 LB pods need 3 LB nodes (one pod per node) but only 2 are labelled; label more nodes or lower replicas (got 3)",
+    ],
+    [
+      "host-gw in a cloud",
+      (a) => {
+        a.environment = env("aws", ["10.0.0.1"]);
+        a.flannel = { backend: "host-gw" };
+      },
+      'flannel.backend: host-gw does not work on aws: a cloud gateway sits between the VMs and drops un-encapsulated pod traffic addressed to the overlay network, which it does not know (thesis Table 3.1); use "vxlan" (got "host-gw")',
+    ],
+  ];
+  it.each(bad)("rejects %s at preview time with field, value and fix", (_what, mutate, message) => {
+    const args = bgpArgs("onprem");
+    mutate(args);
+    let error: Error | undefined;
+    try {
+      new PortableCluster(`bad-${Math.random()}`, args);
+    } catch (err) {
+      error = err as Error;
+    }
+    expect(error?.message).toBe(message);
+  });
+});

@@ -1,0 +1,23 @@
+// The config schema shared by the Pulumi components and the LB controller (no Pulumi imports here).
+export {
+  cidrContains,
+  cidrRange,
+  cidrSize,
+  cidrsOverlap,
+  ipv4Address,
+  ipv4Cidr,
+  type Ipv4Range,
+} from "./cidr.ts";
+export { asn, bfdSchema, bgpTimersSchema, type BfdSettings, type BgpTimerSettings } from "./bgpSettings.ts";
+export { checkPoolsDistinct, vipPoolSchema, type VipPool } from "./vipPool.ts";
+export {
+  DATA_PLANES,
+  DEFAULT_LOAD_BALANCER_CLASS,
+  ROUTING_MODES,
+  SCHEDULERS,
+  lbBgpSchema,
+  lbCloudRoutesSchema,
+  lbConfigSchema,
+  type LbConfig,
+  type LbConfigInput,
+} from "./lbConfig.ts";

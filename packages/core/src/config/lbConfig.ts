@@ -1,0 +1,88 @@
+// The load balancer's configuration: rendered by the LoadBalancer component into a ConfigMap and
+// parsed by the controller in lb-image with this same schema, so the two cannot drift.
+// Keep this module free of Pulumi imports: the controller image loads it.
+import { z } from "zod";
+import { asn, bfdSchema, bgpTimersSchema } from "./bgpSettings.ts";
+import { cidrsOverlap, ipv4Address, ipv4Cidr, isIpv4Cidr } from "./cidr.ts";
+import { checkPoolsDistinct, vipPoolSchema } from "./vipPool.ts";
+
+export const DEFAULT_LOAD_BALANCER_CLASS = "portable-lb.io/ecmp";
+export const ROUTING_MODES = ["bgp", "cloud-routes"] as const;
+export const SCHEDULERS = ["mh", "rr", "wrr", "lc"] as const;
+export const DATA_PLANES = ["auto", "ipvs", "nftables"] as const;
+
+const port = z.number().int().min(1).max(65535);
+
+export const lbBgpSchema = z.object({
+  asn,
+  /** Where the speakers peer: the route reflectors' addresses. */
+  routeReflectors: z.array(ipv4Address).min(1, { error: "needs at least one route reflector address" }),
+  bfd: bfdSchema.prefault({}),
+  timers: bgpTimersSchema.prefault({}),
+  gracefulRestartS: z.number().int().min(0).max(4095).default(120),
+  /** File holding the TCP MD5 password (mounted from a Secret), when sessions are authenticated. */
+  passwordFile: z.string().optional(),
+});
+
+export const lbCloudRoutesSchema = z.object({
+  cloud: z.enum(["aws", "gcp"]),
+  /** AWS: the route tables to point VIPs at this LB in. */
+  routeTableIds: z
+    .array(z.string().regex(/^rtb-[0-9a-f]+$/, { error: "must be an AWS route table id like rtb-0123abcd" }))
+    .optional(),
+  /** GCP: the VPC network name the routes go into. */
+  network: z.string().optional(),
+});
+
+export const lbConfigSchema = z
+  .object({
+    loadBalancerClass: z
+      .string()
+      .regex(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?\/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/, {
+        error: "must be a domain-prefixed name like portable-lb.io/ecmp",
+      })
+      .default(DEFAULT_LOAD_BALANCER_CLASS),
+    routingMode: z.enum(ROUTING_MODES, { error: `must be one of: ${ROUTING_MODES.join(", ")}` }),
+    podCidr: ipv4Cidr,
+    vipPools: z
+      .array(vipPoolSchema)
+      .min(1, { error: "needs at least one pool, e.g. { name: 'default', cidr: '10.1.1.0/24' }" }),
+    dataPlane: z
+      .object({
+        mode: z.enum(DATA_PLANES, { error: `must be one of: ${DATA_PLANES.join(", ")}` }).default("auto"),
+        // Maglev hashing by default: behind ECMP every LB pod must pick the same backend for a flow.
+        scheduler: z.enum(SCHEDULERS, { error: `must be one of: ${SCHEDULERS.join(", ")}` }).default("mh"),
+      })
+      .prefault({}),
+    bgp: lbBgpSchema.optional(),
+    cloudRoutes: lbCloudRoutesSchema.optional(),
+    ports: z.object({ metrics: port.default(9150), health: port.default(9151) }).prefault({}),
+  })
+  .superRefine((c, ctx) => {
+    if (c.routingMode === "bgp" && !c.bgp)
+      ctx.addIssue({
+        code: "custom",
+        path: ["bgp"],
+        message: "is required when routingMode is bgp: set bgp.asn and bgp.routeReflectors",
+      });
+    if (c.routingMode === "cloud-routes" && !c.cloudRoutes)
+      ctx.addIssue({
+        code: "custom",
+        path: ["cloudRoutes"],
+        message: "is required when routingMode is cloud-routes: set cloudRoutes.cloud",
+      });
+    checkPoolsDistinct(c.vipPools, ctx, ["vipPools"]);
+    c.vipPools.forEach((p, i) => {
+      if (isIpv4Cidr(p.cidr) && isIpv4Cidr(c.podCidr) && cidrsOverlap(p.cidr, c.podCidr))
+        ctx.addIssue({
+          code: "custom",
+          path: ["vipPools", i, "cidr"],
+          message: `overlaps podCidr ${c.podCidr}; VIPs must lie outside the pod network`,
+        });
+    });
+    if (c.ports.metrics === c.ports.health)
+      ctx.addIssue({ code: "custom", path: ["ports", "health"], message: "must differ from ports.metrics" });
+  });
+
+export type LbConfig = z.output<typeof lbConfigSchema>;
+export type LbConfigInput = z.input<typeof lbConfigSchema>;

@@ -1,0 +1,16 @@
+// What a cluster environment (a provider in @portable-lb/providers) hands the components: where the
+// cluster runs, how to reach it, and what routing it offers. Defined here so core needs no provider.
+import type * as pulumi from "@pulumi/pulumi";
+import type { Platform } from "./platform.ts";
+
+export interface ClusterEnvironment {
+  /** The provider kind that produced it, e.g. "kubeconfig", "lab", "aws". */
+  kind: string;
+  platform: Platform;
+  /** Admin kubeconfig of the cluster (a secret). */
+  kubeconfig: pulumi.Input<string>;
+  /** BGP peering the environment offers: the upstream routers VIP routes are sent to. */
+  bgp?: { routers: string[] };
+  /** How many nodes carry the LB node label, when the environment knows (it created them). */
+  lbNodeCount?: number;
+}

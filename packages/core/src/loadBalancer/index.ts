@@ -1,0 +1,9 @@
+export { DEFAULT_LB_IMAGE, LB_COMMANDS, LB_HTTP_PATHS, LB_PATHS } from "./lbImage.ts";
+export {
+  DEFAULT_LB_NAMESPACE,
+  LB_PRIORITY_CLASS,
+  LoadBalancer,
+  type LoadBalancerArgs,
+} from "./loadBalancer.ts";
+export { DEFAULT_LB_NODE_SELECTOR, LB_APP_LABEL, lbPodSpec, type LbPodSpecInput } from "./podSpec.ts";
+export { LB_CLUSTER_RULES, LB_NAMESPACE_RULES } from "./rbac.ts";

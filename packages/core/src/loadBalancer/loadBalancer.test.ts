@@ -1,0 +1,168 @@
+import * as pulumi from "@pulumi/pulumi";
+import { installMocks, secretValue, settled, typeChain, valueOf } from "../../../../test/unit/pulumiMocks.ts";
+import { lbConfigSchema, type LbConfigInput } from "../config/lbConfig.ts";
+import { LoadBalancer } from "./loadBalancer.ts";
+
+const recorded = installMocks();
+beforeEach(() => (recorded.length = 0));
+
+const bgpConfig: LbConfigInput = {
+  routingMode: "bgp",
+  podCidr: "10.244.0.0/16",
+  vipPools: [{ name: "default", cidr: "10.1.1.0/24" }],
+  bgp: { asn: 64512, routeReflectors: ["10.0.0.5", "10.0.0.6"] },
+};
+const cloudConfig: LbConfigInput = {
+  routingMode: "cloud-routes",
+  podCidr: "10.244.0.0/16",
+  vipPools: [{ name: "default", cidr: "10.1.1.0/24" }],
+  cloudRoutes: { cloud: "aws", routeTableIds: ["rtb-0abc"] },
+};
+
+const byType = (type: string) => recorded.filter((r) => r.type === type);
+const one = (type: string) => {
+  const found = byType(type);
+  expect(found).toHaveLength(1);
+  return found[0]!.inputs;
+};
+
+describe("LoadBalancer", () => {
+  it("builds the resource graph under the component", async () => {
+    const lb = new LoadBalancer("lb", { config: bgpConfig, replicas: 3 });
+    await settled();
+    expect(recorded.map((r) => r.type).sort()).toEqual(
+      [
+        "kubernetes:apps/v1:Deployment",
+        "kubernetes:core/v1:ConfigMap",
+        "kubernetes:core/v1:Namespace",
+        "kubernetes:core/v1:ServiceAccount",
+        "kubernetes:policy/v1:PodDisruptionBudget",
+        "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole",
+        "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding",
+        "kubernetes:rbac.authorization.k8s.io/v1:Role",
+        "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding",
+        "kubernetes:scheduling.k8s.io/v1:PriorityClass",
+        "portable-lb:core:LoadBalancer",
+        "portable-lb:core:SystemNamespace",
+      ].sort(),
+    );
+    for (const r of [
+      lb.serviceAccount,
+      lb.clusterRole,
+      lb.role,
+      lb.configMap,
+      lb.deployment,
+      lb.priorityClass,
+    ]) {
+      expect(await typeChain(r)).toMatch(/^portable-lb:core:LoadBalancer\$kubernetes:/);
+    }
+    expect(await valueOf(lb.namespace)).toBe("portable-lb-system");
+  });
+
+  it("grants exactly: read services and endpointslices, write service status, events, and leases in its namespace", async () => {
+    new LoadBalancer("lb", { config: bgpConfig, replicas: 1 });
+    await settled();
+    expect(one("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole").rules).toEqual([
+      { apiGroups: [""], resources: ["services"], verbs: ["get", "list", "watch"] },
+      { apiGroups: [""], resources: ["services/status"], verbs: ["update", "patch"] },
+      { apiGroups: ["discovery.k8s.io"], resources: ["endpointslices"], verbs: ["get", "list", "watch"] },
+      { apiGroups: ["", "events.k8s.io"], resources: ["events"], verbs: ["create", "patch"] },
+    ]);
+    const role = one("kubernetes:rbac.authorization.k8s.io/v1:Role");
+    expect(role.metadata.namespace).toBe("portable-lb-system");
+    expect(role.rules).toEqual([
+      { apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["get", "create", "update"] },
+    ]);
+  });
+
+  it("runs controller + BGP speaker in bgp mode, with only NET_ADMIN / NET_BIND_SERVICE and no privileged", async () => {
+    new LoadBalancer("lb", { config: bgpConfig, replicas: 3 });
+    await settled();
+    const dep = one("kubernetes:apps/v1:Deployment");
+    const pod = dep.spec.template.spec;
+    expect(dep.spec.replicas).toBe(3);
+    expect(pod.containers.map((c: { name: string }) => c.name)).toEqual(["controller", "bgp-speaker"]);
+    const [controller, speaker] = pod.containers;
+    expect(controller.securityContext).toEqual({
+      privileged: false,
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      runAsUser: 0,
+      capabilities: { drop: ["ALL"], add: ["NET_ADMIN"] },
+      seccompProfile: { type: "RuntimeDefault" },
+    });
+    expect(speaker.securityContext.capabilities).toEqual({ drop: ["ALL"], add: ["NET_BIND_SERVICE"] });
+    expect(speaker.securityContext.privileged).toBe(false);
+    expect(controller.lifecycle.preStop.httpGet.path).toBe("/prestop");
+    expect(speaker.lifecycle.preStop.exec.command).toEqual(["portable-lb-withdraw"]);
+    expect(controller.readinessProbe.httpGet).toEqual({ path: "/readyz", port: "health" });
+    expect(controller.ports).toEqual([
+      { name: "metrics", containerPort: 9150, protocol: "TCP" },
+      { name: "health", containerPort: 9151, protocol: "TCP" },
+    ]);
+    expect(pod.nodeSelector).toEqual({ "portable-lb.io/load-balancer": "true" });
+    expect(pod.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey).toBe(
+      "kubernetes.io/hostname",
+    );
+    expect(pod.priorityClassName).toBe("portable-lb-dataplane");
+    expect(one("kubernetes:policy/v1:PodDisruptionBudget").spec.maxUnavailable).toBe(1);
+  });
+
+  it("runs the controller alone in cloud-routes mode, without BIRD's volume", async () => {
+    new LoadBalancer("lb", { config: cloudConfig, replicas: 2 });
+    await settled();
+    const pod = one("kubernetes:apps/v1:Deployment").spec.template.spec;
+    expect(pod.containers.map((c: { name: string }) => c.name)).toEqual(["controller"]);
+    expect(pod.volumes.map((v: { name: string }) => v.name)).toEqual(["config", "tmp"]);
+  });
+
+  it("renders a config the controller's schema parses back to the same value", async () => {
+    const lb = new LoadBalancer("lb", { config: bgpConfig, replicas: 1 });
+    await settled();
+    const json = one("kubernetes:core/v1:ConfigMap").data["config.json"];
+    expect(lbConfigSchema.parse(JSON.parse(json))).toEqual(lb.config);
+  });
+
+  it("keeps the BGP password in a Secret (as a Pulumi secret) and points the config at its mount", async () => {
+    const lb = new LoadBalancer("lb", {
+      config: bgpConfig,
+      replicas: 1,
+      bgpPassword: pulumi.secret("s3cret"),
+    });
+    await valueOf(lb.deployment.urn);
+    const secret = one("kubernetes:core/v1:Secret");
+    expect(secretValue(secret.stringData)).toEqual({ password: "s3cret" });
+    expect(lb.config.bgp?.passwordFile).toBe("/etc/portable-lb/bgp/password");
+    expect(JSON.stringify(recorded.filter((r) => r.type !== "kubernetes:core/v1:Secret"))).not.toContain(
+      "s3cret",
+    );
+    const pod = one("kubernetes:apps/v1:Deployment").spec.template.spec;
+    expect(pod.volumes).toContainEqual({
+      name: "bgp-password",
+      secret: { secretName: "portable-lb-controller-bgp", defaultMode: 0o400 },
+    });
+  });
+
+  it.each<[string, Partial<ConstructorParameters<typeof LoadBalancer>[1]>, string]>([
+    [
+      "more replicas than LB nodes",
+      { replicas: 4, lbNodeCount: 3 },
+      "loadBalancer.replicas: 4 LB pods need 4 LB nodes (one pod per node) but only 3 are labelled; label more nodes or lower replicas (got 4)",
+    ],
+    ["zero replicas", { replicas: 0 }, "loadBalancer.replicas: must be at least 1 (got 0)"],
+    [
+      "a password without BGP",
+      { config: cloudConfig, bgpPassword: "x" },
+      "loadBalancer.bgpPassword: is set but routingMode is cloud-routes; drop the password or use routingMode bgp",
+    ],
+    [
+      "a bad config",
+      { config: { ...bgpConfig, bgp: { asn: 0, routeReflectors: ["10.0.0.5"] } } },
+      "loadBalancer.config.bgp.asn: is not a usable AS number; use a private ASN in 64512-65534 or 4200000000-4294967294 (got 0)",
+    ],
+  ])("rejects %s", (_what, override, message) => {
+    expect(
+      () => new LoadBalancer(`bad-${recorded.length}`, { config: bgpConfig, replicas: 1, ...override }),
+    ).toThrow(message);
+  });
+});

@@ -1,0 +1,201 @@
+// The LoadBalancer component: everything the LB pods need in the cluster, from one validated config.
+import * as k8s from "@pulumi/kubernetes";
+import * as pulumi from "@pulumi/pulumi";
+import { z } from "zod";
+import { CONFIG_HASH_ANNOTATION, configHash } from "../configHash.ts";
+import { lbConfigSchema, type LbConfig, type LbConfigInput } from "../config/lbConfig.ts";
+import { standardLabels } from "../labels.ts";
+import { SystemNamespace } from "../systemNamespace.ts";
+import { ConfigError, parseOrThrow } from "../validation.ts";
+import { DEFAULT_LB_IMAGE, LB_PATHS } from "./lbImage.ts";
+import { DEFAULT_LB_NODE_SELECTOR, LB_APP_LABEL, lbPodSpec } from "./podSpec.ts";
+import { LB_CLUSTER_RULES, LB_NAMESPACE_RULES } from "./rbac.ts";
+
+export const DEFAULT_LB_NAMESPACE = "portable-lb-system";
+export const LB_PRIORITY_CLASS = "portable-lb-dataplane";
+const NAME = "portable-lb-controller";
+
+export interface LoadBalancerArgs {
+  /** The LB configuration; validated when the program runs (so at `pulumi preview`). */
+  config: LbConfigInput;
+  /** How many LB pods (one per LB node). */
+  replicas: number;
+  /** How many nodes carry the LB node label, when known: more replicas than that could never schedule. */
+  lbNodeCount?: number;
+  namespace?: string;
+  image?: string;
+  /** Nodes the LB pods may run on; default portable-lb.io/load-balancer=true. */
+  nodeSelector?: Record<string, string>;
+  /** TCP MD5 password for the BGP sessions; pass a Pulumi secret. */
+  bgpPassword?: pulumi.Input<string>;
+  /**
+   * Adds pulumi.com/skipAwait to the workload, so `pulumi up` does not wait for pods to become
+   * ready. Only for clusters without kubelets (our control-plane tests).
+   */
+  skipAwait?: boolean;
+}
+
+const argsSchema = z
+  .object({
+    replicas: z.number().int({ error: "must be a whole number" }).min(1, { error: "must be at least 1" }),
+    lbNodeCount: z.number().int().min(0).optional(),
+  })
+  .superRefine((a, ctx) => {
+    if (a.lbNodeCount !== undefined && a.replicas > a.lbNodeCount) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["replicas"],
+        message: `${a.replicas} LB pods need ${a.replicas} LB nodes (one pod per node) but only ${a.lbNodeCount} are labelled; label more nodes or lower replicas`,
+      });
+    }
+  });
+
+export class LoadBalancer extends pulumi.ComponentResource {
+  public readonly config: LbConfig;
+  public readonly namespace: pulumi.Output<string>;
+  public readonly loadBalancerClass: string;
+  public readonly serviceAccount: k8s.core.v1.ServiceAccount;
+  public readonly clusterRole: k8s.rbac.v1.ClusterRole;
+  public readonly role: k8s.rbac.v1.Role;
+  public readonly configMap: k8s.core.v1.ConfigMap;
+  public readonly deployment: k8s.apps.v1.Deployment;
+  public readonly priorityClass: k8s.scheduling.v1.PriorityClass;
+
+  constructor(name: string, args: LoadBalancerArgs, opts?: pulumi.ComponentResourceOptions) {
+    super("portable-lb:core:LoadBalancer", name, {}, opts);
+    parseOrThrow(argsSchema, args, "loadBalancer");
+    const parsed = parseOrThrow(lbConfigSchema, args.config, "loadBalancer.config");
+    if (args.bgpPassword !== undefined && parsed.routingMode !== "bgp") {
+      throw new ConfigError(
+        `loadBalancer.bgpPassword: is set but routingMode is ${parsed.routingMode}; drop the password or use routingMode bgp`,
+      );
+    }
+    const passwordSecretName = args.bgpPassword !== undefined ? `${NAME}-bgp` : undefined;
+    this.config =
+      passwordSecretName && parsed.bgp
+        ? { ...parsed, bgp: { ...parsed.bgp, passwordFile: LB_PATHS.bgpPasswordFile } }
+        : parsed;
+    this.loadBalancerClass = this.config.loadBalancerClass;
+    const labels = standardLabels("load-balancer", { app: LB_APP_LABEL });
+    const child = { parent: this };
+
+    const ns = new SystemNamespace(
+      `${name}-namespace`,
+      { name: args.namespace ?? DEFAULT_LB_NAMESPACE, component: "load-balancer", podSecurity: "privileged" },
+      child,
+    );
+    this.namespace = ns.name;
+    const inNs = { namespace: ns.name, labels };
+
+    this.serviceAccount = new k8s.core.v1.ServiceAccount(
+      `${name}-sa`,
+      { metadata: { name: NAME, ...inNs } },
+      child,
+    );
+    this.clusterRole = new k8s.rbac.v1.ClusterRole(
+      `${name}-clusterrole`,
+      { metadata: { name: NAME, labels }, rules: LB_CLUSTER_RULES },
+      child,
+    );
+    new k8s.rbac.v1.ClusterRoleBinding(
+      `${name}-clusterrolebinding`,
+      {
+        metadata: { name: NAME, labels },
+        roleRef: {
+          apiGroup: "rbac.authorization.k8s.io",
+          kind: "ClusterRole",
+          name: this.clusterRole.metadata.name,
+        },
+        subjects: [{ kind: "ServiceAccount", name: this.serviceAccount.metadata.name, namespace: ns.name }],
+      },
+      child,
+    );
+    this.role = new k8s.rbac.v1.Role(
+      `${name}-role`,
+      { metadata: { name: NAME, ...inNs }, rules: LB_NAMESPACE_RULES },
+      child,
+    );
+    new k8s.rbac.v1.RoleBinding(
+      `${name}-rolebinding`,
+      {
+        metadata: { name: NAME, ...inNs },
+        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: this.role.metadata.name },
+        subjects: [{ kind: "ServiceAccount", name: this.serviceAccount.metadata.name, namespace: ns.name }],
+      },
+      child,
+    );
+
+    const configJson = JSON.stringify(this.config, null, 2);
+    this.configMap = new k8s.core.v1.ConfigMap(
+      `${name}-config`,
+      { metadata: { name: `${NAME}-config`, ...inNs }, data: { "config.json": configJson } },
+      child,
+    );
+    if (passwordSecretName) {
+      new k8s.core.v1.Secret(
+        `${name}-bgp-password`,
+        {
+          metadata: { name: passwordSecretName, ...inNs },
+          type: "Opaque",
+          stringData: { password: pulumi.secret(args.bgpPassword!) },
+        },
+        child,
+      );
+    }
+    this.priorityClass = new k8s.scheduling.v1.PriorityClass(
+      `${name}-priority`,
+      {
+        metadata: { name: LB_PRIORITY_CLASS, labels },
+        // Below system-node-critical (kubelet, CNI) but above every app: losing the LB loses all apps.
+        value: 1_000_000_000,
+        globalDefault: false,
+        description: "portable-lb data plane (LB pods and route reflectors)",
+      },
+      child,
+    );
+
+    const podSpec = lbPodSpec({
+      config: this.config,
+      image: args.image ?? DEFAULT_LB_IMAGE,
+      serviceAccountName: NAME,
+      priorityClassName: LB_PRIORITY_CLASS,
+      nodeSelector: args.nodeSelector ?? DEFAULT_LB_NODE_SELECTOR,
+      configMapName: `${NAME}-config`,
+      ...(passwordSecretName && { bgpPasswordSecret: passwordSecretName }),
+    });
+    this.deployment = new k8s.apps.v1.Deployment(
+      `${name}-deployment`,
+      {
+        metadata: {
+          name: NAME,
+          ...inNs,
+          ...(args.skipAwait && { annotations: { "pulumi.com/skipAwait": "true" } }),
+        },
+        spec: {
+          replicas: args.replicas,
+          selector: { matchLabels: { app: LB_APP_LABEL } },
+          // Replace one LB at a time, never surge: anti-affinity leaves no free LB node to surge onto.
+          strategy: { type: "RollingUpdate", rollingUpdate: { maxUnavailable: 1, maxSurge: 0 } },
+          template: {
+            metadata: {
+              labels,
+              annotations: { [CONFIG_HASH_ANNOTATION]: configHash(configJson) },
+            },
+            spec: podSpec,
+          },
+        },
+      },
+      { ...child, dependsOn: [this.configMap, this.priorityClass] },
+    );
+    new k8s.policy.v1.PodDisruptionBudget(
+      `${name}-pdb`,
+      {
+        metadata: { name: NAME, ...inNs },
+        spec: { maxUnavailable: 1, selector: { matchLabels: { app: LB_APP_LABEL } } },
+      },
+      child,
+    );
+
+    this.registerOutputs({ namespace: this.namespace, loadBalancerClass: this.loadBalancerClass });
+  }
+}

@@ -1,0 +1,128 @@
+// The LB pod, as a pure function of the LB config: which containers run (controller, plus the BGP
+// speaker in bgp mode), with only the capabilities the data plane needs and a termination path that
+// withdraws VIPs before the pod goes away.
+import type * as k8s from "@pulumi/kubernetes";
+import type { LbConfig } from "../config/lbConfig.ts";
+import { minimalSecurityContext } from "../containerSecurity.ts";
+import { LB_COMMANDS, LB_HTTP_PATHS, LB_PATHS } from "./lbImage.ts";
+
+type PodSpec = k8s.types.input.core.v1.PodSpec;
+type Container = k8s.types.input.core.v1.Container;
+
+export const LB_APP_LABEL = "portable-lb-controller";
+export const DEFAULT_LB_NODE_SELECTOR = { "portable-lb.io/load-balancer": "true" };
+/** Time for preStop (withdraw, let the router converge) and draining established connections. */
+export const LB_TERMINATION_GRACE_S = 30;
+
+export interface LbPodSpecInput {
+  config: LbConfig;
+  image: string;
+  serviceAccountName: string;
+  priorityClassName: string;
+  nodeSelector: Record<string, string>;
+  /** A Secret named so holds the BGP password under key "password". */
+  bgpPasswordSecret?: string;
+  configMapName: string;
+}
+
+const downwardEnv = [
+  { name: "NODE_NAME", valueFrom: { fieldRef: { fieldPath: "spec.nodeName" } } },
+  { name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
+  { name: "POD_NAMESPACE", valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } },
+  { name: "POD_IP", valueFrom: { fieldRef: { fieldPath: "status.podIP" } } },
+  // The BGP next hop: routers reach the node, the node forwards to this pod.
+  { name: "HOST_IP", valueFrom: { fieldRef: { fieldPath: "status.hostIP" } } },
+];
+
+function controller(input: LbPodSpecInput, bgp: boolean): Container {
+  const { ports } = input.config;
+  return {
+    name: "controller",
+    image: input.image,
+    command: [LB_COMMANDS.controller, "--config", LB_PATHS.configFile],
+    env: downwardEnv,
+    ports: [
+      { name: "metrics", containerPort: ports.metrics, protocol: "TCP" },
+      { name: "health", containerPort: ports.health, protocol: "TCP" },
+    ],
+    // NET_ADMIN programs IPVS/nftables and routes in the pod's own network namespace; nothing more.
+    securityContext: minimalSecurityContext(["NET_ADMIN"]),
+    livenessProbe: {
+      httpGet: { path: LB_HTTP_PATHS.healthz, port: "health" },
+      periodSeconds: 10,
+      failureThreshold: 3,
+    },
+    readinessProbe: {
+      httpGet: { path: LB_HTTP_PATHS.readyz, port: "health" },
+      periodSeconds: 2,
+      failureThreshold: 2,
+    },
+    // Stop announcing and stop taking new flows first; SIGTERM (then draining) only comes after.
+    lifecycle: { preStop: { httpGet: { path: LB_HTTP_PATHS.prestop, port: "health" } } },
+    resources: { requests: { cpu: "100m", memory: "128Mi" }, limits: { memory: "512Mi" } },
+    volumeMounts: [
+      { name: "config", mountPath: LB_PATHS.configDir, readOnly: true },
+      { name: "tmp", mountPath: "/tmp" },
+      // The controller writes BIRD's config and drives it through its control socket.
+      ...(bgp ? [{ name: "bird-run", mountPath: LB_PATHS.birdRunDir }] : []),
+    ],
+  };
+}
+
+function speaker(input: LbPodSpecInput): Container {
+  return {
+    name: "bgp-speaker",
+    image: input.image,
+    command: [LB_COMMANDS.speaker],
+    env: downwardEnv,
+    // BIRD listens on port 179; it touches no kernel routes, so it needs nothing else.
+    securityContext: minimalSecurityContext(["NET_BIND_SERVICE"]),
+    lifecycle: { preStop: { exec: { command: [LB_COMMANDS.withdraw] } } },
+    livenessProbe: {
+      exec: { command: ["birdc", "-s", `${LB_PATHS.birdRunDir}/bird.ctl`, "show", "status"] },
+      periodSeconds: 10,
+      failureThreshold: 3,
+    },
+    resources: { requests: { cpu: "50m", memory: "32Mi" }, limits: { memory: "128Mi" } },
+    volumeMounts: [
+      { name: "bird-run", mountPath: LB_PATHS.birdRunDir },
+      ...(input.bgpPasswordSecret
+        ? [{ name: "bgp-password", mountPath: LB_PATHS.bgpPasswordDir, readOnly: true }]
+        : []),
+    ],
+  };
+}
+
+export function lbPodSpec(input: LbPodSpecInput): PodSpec {
+  const bgp = input.config.routingMode === "bgp";
+  return {
+    serviceAccountName: input.serviceAccountName,
+    priorityClassName: input.priorityClassName,
+    nodeSelector: input.nodeSelector,
+    // One LB pod per LB node: ECMP spreads over nodes, so two pods on one node add nothing.
+    affinity: {
+      podAntiAffinity: {
+        requiredDuringSchedulingIgnoredDuringExecution: [
+          { labelSelector: { matchLabels: { app: LB_APP_LABEL } }, topologyKey: "kubernetes.io/hostname" },
+        ],
+      },
+    },
+    tolerations: [
+      { key: Object.keys(DEFAULT_LB_NODE_SELECTOR)[0]!, operator: "Exists", effect: "NoSchedule" },
+    ],
+    terminationGracePeriodSeconds: LB_TERMINATION_GRACE_S,
+    securityContext: {
+      // The pod forwards VIP traffic to backends in its own network namespace.
+      sysctls: [{ name: "net.ipv4.ip_forward", value: "1" }],
+    },
+    containers: bgp ? [controller(input, bgp), speaker(input)] : [controller(input, bgp)],
+    volumes: [
+      { name: "config", configMap: { name: input.configMapName } },
+      { name: "tmp", emptyDir: { medium: "Memory", sizeLimit: "64Mi" } },
+      ...(bgp ? [{ name: "bird-run", emptyDir: { medium: "Memory", sizeLimit: "16Mi" } }] : []),
+      ...(bgp && input.bgpPasswordSecret
+        ? [{ name: "bgp-password", secret: { secretName: input.bgpPasswordSecret, defaultMode: 0o400 } }]
+        : []),
+    ],
+  };
+}

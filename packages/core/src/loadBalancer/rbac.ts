@@ -1,0 +1,18 @@
+// Least-privilege RBAC for the LB controller: exactly what it needs, nothing else.
+import type * as k8s from "@pulumi/kubernetes";
+
+type PolicyRule = k8s.types.input.rbac.v1.PolicyRule;
+
+/** Cluster-wide: Services and EndpointSlices of every namespace, status writes, and Events on Services. */
+export const LB_CLUSTER_RULES: PolicyRule[] = [
+  { apiGroups: [""], resources: ["services"], verbs: ["get", "list", "watch"] },
+  // The VIP allocation is recorded in status.loadBalancer.ingress: status is all it writes.
+  { apiGroups: [""], resources: ["services/status"], verbs: ["update", "patch"] },
+  { apiGroups: ["discovery.k8s.io"], resources: ["endpointslices"], verbs: ["get", "list", "watch"] },
+  { apiGroups: ["", "events.k8s.io"], resources: ["events"], verbs: ["create", "patch"] },
+];
+
+/** In its own namespace only: the Lease that elects the one VIP allocator. */
+export const LB_NAMESPACE_RULES: PolicyRule[] = [
+  { apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["get", "create", "update"] },
+];

@@ -1,0 +1,2 @@
+// See jestGlobalSetup.mjs.
+export { default } from "./jestGlobalTeardown.ts";
