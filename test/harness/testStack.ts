@@ -11,19 +11,11 @@ export interface TestStackOptions {
   program: string;
   /** The program's project name, which namespaces its config (default "portable-lb"). */
   projectName?: string;
-  /** Stack config; nested objects become path-style keys (`a.b.c`). */
+  /** Stack config: strings as they are, anything else as JSON (read back with getObject/getNumber). */
   config: Record<string, unknown>;
+  /** Config keys stored encrypted, as `pulumi config set --secret` does. */
+  secrets?: Record<string, string>;
   stackName?: string;
-}
-
-/** `{ "p:env": { kind: "x" } }` -> `[["p:env.kind", "x"]]`, the form `pulumi config set --path` takes. */
-export function configPaths(config: Record<string, unknown>, prefix = ""): [string, string][] {
-  return Object.entries(config).flatMap(([key, value]): [string, string][] => {
-    const path = prefix ? (/^\d+$/.test(key) ? `${prefix}[${key}]` : `${prefix}.${key}`) : key;
-    if (value !== null && typeof value === "object")
-      return configPaths(value as Record<string, unknown>, path);
-    return [[path, String(value)]];
-  });
 }
 
 export class TestStack {
@@ -52,8 +44,11 @@ export class TestStack {
       { stackName: opts.stackName ?? "test", workDir: dir },
       { envVars, ...(process.env.PULUMI_HOME && { pulumiHome: process.env.PULUMI_HOME }) },
     );
-    for (const [key, value] of configPaths(opts.config)) {
-      await stack.setConfig(key, { value }, true);
+    for (const [key, value] of Object.entries(opts.config)) {
+      await stack.setConfig(key, { value: typeof value === "string" ? value : JSON.stringify(value) });
+    }
+    for (const [key, value] of Object.entries(opts.secrets ?? {})) {
+      await stack.setConfig(key, { value, secret: true });
     }
     return new TestStack(stack, dir);
   }

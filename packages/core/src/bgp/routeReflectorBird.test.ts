@@ -32,6 +32,17 @@ describe("renderRouteReflectorBird", () => {
     );
   });
 
+  it("accepts from speakers only host routes inside the VIP pools", () => {
+    const conf = renderRouteReflectorBird(reflectorPairInput);
+    expect(conf).toContain("define vip_routes = [ 10.1.1.0/24{32,32}, 192.0.2.0/28{32,32} ];");
+    const speakerTemplate = conf.slice(
+      conf.indexOf("template bgp lb_speaker"),
+      conf.indexOf("protocol bgp lb_speakers_1"),
+    );
+    expect(speakerTemplate).toContain("import where net ~ vip_routes;");
+    expect(speakerTemplate).not.toContain("import all;");
+  });
+
   it("puts the password verbatim in the template every session derives from", () => {
     fc.assert(
       fc.property(quotablePassword, (password) => {

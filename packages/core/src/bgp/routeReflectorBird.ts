@@ -26,7 +26,8 @@ export function renderRouteReflectorBird(input: RouteReflectorConfigInput): stri
       "rr client;",
       "ipv4 {",
       ...indent([
-        "import all;",
+        "# Only VIPs (host routes inside the pools): anything else from the pod network is refused.",
+        "import where net ~ vip_routes;",
         "# Speakers only announce their VIPs; they need no routes back.",
         "export none;",
         ...resolveInIgp,
@@ -120,6 +121,8 @@ export function renderRouteReflectorBird(input: RouteReflectorConfigInput): stri
     "}",
     "",
     ...birdBfdProtocol(input.bfd, true),
+    "",
+    `define vip_routes = [ ${input.vipPrefixes.map((p) => `${p}{32,32}`).join(", ")} ];`,
     "",
     ...common,
     "",

@@ -25,6 +25,11 @@ export interface RouteReflectorConfigInput {
    * Speaker sessions are multihop, and BIRD needs a fixed local address for multihop BFD.
    */
   speakerLocalAddress?: string;
+  /**
+   * The VIP pools: the reflector accepts from speakers only host routes inside them, so a pod
+   * on the pod network cannot announce (hijack) any other prefix through it.
+   */
+  vipPrefixes: string[];
   /** Upstream routers the reflector sends all paths to. */
   upstreamRouters: string[];
   /** Other reflectors' addresses (redundant pair), peered as plain iBGP. */

@@ -74,7 +74,12 @@ export class PortableCluster extends pulumi.ComponentResource {
     super("portable-lb:core:PortableCluster", name, {}, opts);
     const env = args.environment;
     const network = parseOrThrow(networkPlanSchema, args.network, "network");
-    this.routingMode = resolveRoutingMode(args.routing ?? "auto", env);
+    const routing = parseOrThrow(
+      z.enum(["auto", "bgp", "cloud-routes"], { error: "must be one of: auto, bgp, cloud-routes" }),
+      args.routing ?? "auto",
+      "routing",
+    );
+    this.routingMode = resolveRoutingMode(routing, env);
     this.vipPools = network.vipPools;
     const lbArgs = args.loadBalancer;
     const bgp = this.routingMode === "bgp";
@@ -151,6 +156,7 @@ export class PortableCluster extends pulumi.ComponentResource {
           asn: bgpArgs.asn,
           reflectors,
           speakerRanges: [network.podCidr],
+          vipPrefixes: network.vipPools.map((p) => p.cidr),
           upstreamRouters: env.bgp!.routers,
           bfd: lbBgp.bfd,
           timers: lbBgp.timers,

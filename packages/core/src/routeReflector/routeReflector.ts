@@ -54,6 +54,9 @@ const argsSchema = z.object({
   asn,
   reflectors: reflectorsSchema,
   speakerRanges: z.array(ipv4Cidr).min(1, { error: "needs the pod CIDR the LB speakers connect from" }),
+  vipPrefixes: z
+    .array(ipv4Cidr)
+    .min(1, { error: "needs the VIP pools, the only prefixes speakers may announce" }),
   upstreamRouters: z.array(ipv4Address).min(1, { error: "needs at least one upstream router address" }),
   bfd: bfdSchema.prefault({}),
   timers: bgpTimersSchema.prefault({}),
@@ -66,6 +69,8 @@ export interface RouteReflectorArgs {
   asn: number;
   reflectors: { node: string; address: string }[];
   speakerRanges: string[];
+  /** The VIP pools' prefixes: the only routes accepted from speakers. */
+  vipPrefixes: string[];
   upstreamRouters: string[];
   bfd?: Partial<z.input<typeof bfdSchema>>;
   timers?: Partial<z.input<typeof bgpTimersSchema>>;
@@ -106,6 +111,7 @@ export class RouteReflector extends pulumi.ComponentResource {
           routerId: rr.address,
           asn: a.asn,
           speakerRanges: a.speakerRanges,
+          vipPrefixes: a.vipPrefixes,
           upstreamRouters: a.upstreamRouters,
           peerReflectors: this.addresses.filter((addr) => addr !== rr.address),
           bfd: a.bfd,
