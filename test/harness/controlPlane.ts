@@ -191,17 +191,40 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
       async () => (await get(`${state.server}/readyz`, clientTls(pki, "admin"))).status === 200,
     );
 
-    const cmKubeconfig = await kubeconfigFor("controller-manager", "system:kube-controller-manager");
-    await launch(
+    // The controller-manager and the scheduler are API clients with a local health endpoint.
+    const launchClient = async (
+      name: string,
+      command: string,
+      client: string,
+      port: number,
+      extra: string[],
+    ) => {
+      const kubeconfig = await kubeconfigFor(client, `system:${name}`);
+      await launch(
+        name,
+        command,
+        [
+          `--kubeconfig=${kubeconfig}`,
+          `--authentication-kubeconfig=${kubeconfig}`,
+          `--authorization-kubeconfig=${kubeconfig}`,
+          "--bind-address=127.0.0.1",
+          `--secure-port=${port}`,
+          "--leader-elect=false",
+          "--profiling=false",
+          "--v=1",
+          ...extra,
+        ],
+        // Their self-signed serving certificates: only liveness is probed, no data.
+        async () =>
+          (await get(`https://127.0.0.1:${port}/healthz`, { rejectUnauthorized: false })).status === 200,
+      );
+    };
+    await launchClient(
       "kube-controller-manager",
       binaries.controllerManager,
+      "controller-manager",
+      ports.controllerManager,
       [
-        `--kubeconfig=${cmKubeconfig}`,
-        `--authentication-kubeconfig=${cmKubeconfig}`,
-        `--authorization-kubeconfig=${cmKubeconfig}`,
-        "--bind-address=127.0.0.1",
-        `--secure-port=${ports.controllerManager}`,
-        "--leader-elect=false",
         "--use-service-account-credentials=true",
         `--service-account-private-key-file=${pki.serviceAccountKey}`,
         `--root-ca-file=${pki.caCert}`,
@@ -211,32 +234,9 @@ export async function startControlPlane(opts: ControlPlaneOptions): Promise<Cont
         ...(opts.podCidr
           ? ["--allocate-node-cidrs=true", `--cluster-cidr=${opts.podCidr}`, "--node-cidr-mask-size=24"]
           : []),
-        "--profiling=false",
-        "--v=1",
       ],
-      async () =>
-        (await get(`https://127.0.0.1:${ports.controllerManager}/healthz`, { rejectUnauthorized: false }))
-          .status === 200,
     );
-
-    const schedKubeconfig = await kubeconfigFor("scheduler", "system:kube-scheduler");
-    await launch(
-      "kube-scheduler",
-      binaries.scheduler,
-      [
-        `--kubeconfig=${schedKubeconfig}`,
-        `--authentication-kubeconfig=${schedKubeconfig}`,
-        `--authorization-kubeconfig=${schedKubeconfig}`,
-        "--bind-address=127.0.0.1",
-        `--secure-port=${ports.scheduler}`,
-        "--leader-elect=false",
-        "--profiling=false",
-        "--v=1",
-      ],
-      async () =>
-        (await get(`https://127.0.0.1:${ports.scheduler}/healthz`, { rejectUnauthorized: false })).status ===
-        200,
-    );
+    await launchClient("kube-scheduler", binaries.scheduler, "scheduler", ports.scheduler, []);
 
     // Ready for tests once the controller-manager has given the default namespace its ServiceAccount.
     const sa = `${state.server}/api/v1/namespaces/default/serviceaccounts/default`;

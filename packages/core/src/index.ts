@@ -1,6 +1,7 @@
 // @portable-lb/core: the components a platform team deploys, and the schema they share with the LB
 // controller. The controller imports only "@portable-lb/core/config" (no Pulumi in the LB image).
 export * from "./config/index.ts";
+export * from "./app/index.ts";
 export * from "./bgp/index.ts";
 export * from "./cluster/index.ts";
 export * from "./flannel/index.ts";

@@ -2,7 +2,7 @@
 // registered. The LB config is also checked by its consumer: the controller's own schema parses it.
 import { join } from "node:path";
 import { installMocks, settled } from "../../../test/unit/pulumiMocks.ts";
-import { lbConfigSchema } from "./config/lbConfig.ts";
+import { lbConfigSchema, type LbConfigInput } from "./config/lbConfig.ts";
 import { Flannel } from "./flannel/flannel.ts";
 import { LoadBalancer } from "./loadBalancer/loadBalancer.ts";
 import { expectGolden } from "./testing/golden.ts";
@@ -19,7 +19,7 @@ async function configMapData(build: () => void, name: string): Promise<Record<st
 }
 
 describe("rendered ConfigMap configs", () => {
-  it.each([
+  it.each<[string, LbConfigInput]>([
     [
       "lb-config.bgp.json",
       {
@@ -39,7 +39,7 @@ describe("rendered ConfigMap configs", () => {
         cloudRoutes: { cloud: "aws", routeTableIds: ["rtb-0abc"] },
       },
     ],
-  ] as const)("%s matches its golden file and parses with the controller's schema", async (file, config) => {
+  ])("%s matches its golden file and parses with the controller's schema", async (file, config) => {
     const data = await configMapData(
       () =>
         new LoadBalancer("lb", { config, replicas: 1, bgpPassword: file.includes("bgp") ? "x" : undefined }),

@@ -1,0 +1,77 @@
+import { installMocks, settled, typeChain } from "../../../../test/unit/pulumiMocks.ts";
+import { LoadBalancerService, type LoadBalancerServiceArgs } from "./loadBalancerService.ts";
+
+const recorded = installMocks();
+beforeEach(() => (recorded.length = 0));
+
+const args: LoadBalancerServiceArgs = {
+  namespace: "shop",
+  name: "web",
+  selector: { app: "web" },
+  ports: [{ name: "http", port: 80, targetPort: 8080 }],
+  vipPools: [
+    { name: "web", cidr: "10.1.1.0/24", avoidBuggyIps: false },
+    { name: "internal", cidr: "10.1.2.0/24", avoidBuggyIps: false },
+  ],
+};
+
+describe("LoadBalancerService", () => {
+  it("creates a LoadBalancer Service of portable-lb's class with the requested VIP annotated", async () => {
+    const svc = new LoadBalancerService("web", { ...args, vips: ["10.1.1.10"] });
+    await settled();
+    expect(await typeChain(svc.service)).toBe(
+      "portable-lb:core:LoadBalancerService$kubernetes:core/v1:Service",
+    );
+    const s = recorded.find((r) => r.type === "kubernetes:core/v1:Service")!.inputs;
+    expect(s.metadata).toEqual({
+      name: "web",
+      namespace: "shop",
+      annotations: { "portable-lb.io/load-balancer-ips": "10.1.1.10" },
+    });
+    expect(s.spec).toMatchObject({
+      type: "LoadBalancer",
+      loadBalancerClass: "portable-lb.io/ecmp",
+      selector: { app: "web" },
+      allocateLoadBalancerNodePorts: false,
+      externalTrafficPolicy: "Cluster",
+    });
+  });
+
+  it("asks for a pool instead of an address", async () => {
+    new LoadBalancerService("web", { ...args, pool: "internal" });
+    await settled();
+    const s = recorded.find((r) => r.type === "kubernetes:core/v1:Service")!.inputs;
+    expect(s.metadata.annotations).toEqual({ "portable-lb.io/vip-pool": "internal" });
+  });
+
+  it.each<[string, Partial<LoadBalancerServiceArgs>, string]>([
+    [
+      "a VIP outside the pools",
+      { vips: ["10.9.9.9"] },
+      'service.vips[0]: is outside every VIP pool (web 10.1.1.0/24, internal 10.1.2.0/24) (got "10.9.9.9"); pick an address inside a pool, or leave vips unset to get one allocated',
+    ],
+    [
+      "a VIP in another pool than asked",
+      { vips: ["10.1.2.5"], pool: "web" },
+      'service.vips[0]: lies in pool internal, not in the requested pool web (got "10.1.2.5"); drop one of the two',
+    ],
+    [
+      "an unknown pool",
+      { pool: "dmz" },
+      'service.pool: no such VIP pool (got "dmz"); use one of: web, internal',
+    ],
+    [
+      "a malformed VIP",
+      { vips: ["10.1.1"] },
+      'service.vips[0]: not an IPv4 address; write it like 10.0.0.1 (got "10.1.1")',
+    ],
+    [
+      "no pools",
+      { vipPools: [] },
+      "service.vipPools: needs the platform's VIP pools (PortableCluster.vipPools) (got [])",
+    ],
+  ])("rejects %s at preview time", (_what, override, message) => {
+    expect(() => new LoadBalancerService("bad", { ...args, ...override })).toThrow(message);
+    expect(recorded.filter((r) => r.type === "kubernetes:core/v1:Service")).toEqual([]);
+  });
+});

@@ -1,0 +1,95 @@
+// What an app stack uses to get a VIP: an ordinary Service of type LoadBalancer with portable-lb's
+// class, optionally asking for specific addresses, checked against the platform's VIP pools at
+// preview time (the controller checks again at run time, for Services made without this).
+import * as k8s from "@pulumi/kubernetes";
+import * as pulumi from "@pulumi/pulumi";
+import { z } from "zod";
+import { cidrContains, ipv4Address } from "../config/cidr.ts";
+import { DEFAULT_LOAD_BALANCER_CLASS } from "../config/lbConfig.ts";
+import { vipPoolSchema, type VipPool } from "../config/vipPool.ts";
+import { ConfigError, parseOrThrow } from "../validation.ts";
+
+/** Requested VIPs, comma-separated (spec.loadBalancerIP is deprecated upstream; MetalLB does the same). */
+export const REQUESTED_VIPS_ANNOTATION = "portable-lb.io/load-balancer-ips";
+/** Pick the VIP from this pool. */
+export const VIP_POOL_ANNOTATION = "portable-lb.io/vip-pool";
+
+export interface LoadBalancerServiceArgs {
+  namespace: pulumi.Input<string>;
+  /** The Service's name. */
+  name: string;
+  /** Pods behind the VIP. */
+  selector: Record<string, string>;
+  ports: k8s.types.input.core.v1.ServicePort[];
+  /** The platform's VIP pools (the PortableCluster `vipPools` output, e.g. via a StackReference). */
+  vipPools: VipPool[];
+  /** The platform's class (PortableCluster `loadBalancerClass`). */
+  loadBalancerClass?: string;
+  /** Specific VIPs to ask for; each must lie in a pool. Omit to get one allocated. */
+  vips?: string[];
+  /** Allocate from this pool. */
+  pool?: string;
+  /** "Local" keeps the client's source address; "Cluster" (default) spreads over all endpoints. */
+  externalTrafficPolicy?: "Cluster" | "Local";
+}
+
+const argsSchema = z.object({
+  vipPools: z
+    .array(vipPoolSchema)
+    .min(1, { error: "needs the platform's VIP pools (PortableCluster.vipPools)" }),
+  vips: z.array(ipv4Address).optional(),
+  pool: z.string().optional(),
+});
+
+export class LoadBalancerService extends pulumi.ComponentResource {
+  public readonly service: k8s.core.v1.Service;
+  /** The VIP(s) the controller assigned (status.loadBalancer.ingress). */
+  public readonly ingress: pulumi.Output<string[]>;
+
+  constructor(name: string, args: LoadBalancerServiceArgs, opts?: pulumi.ComponentResourceOptions) {
+    super("portable-lb:core:LoadBalancerService", name, {}, opts);
+    const a = parseOrThrow(argsSchema, args, "service");
+    (a.vips ?? []).forEach((vip, i) => {
+      const pool = a.vipPools.find((p) => cidrContains(p.cidr, vip));
+      if (!pool) {
+        throw new ConfigError(
+          `service.vips[${i}]: is outside every VIP pool (${a.vipPools.map((p) => `${p.name} ${p.cidr}`).join(", ")}) (got "${vip}"); pick an address inside a pool, or leave vips unset to get one allocated`,
+        );
+      }
+      if (a.pool !== undefined && pool.name !== a.pool) {
+        throw new ConfigError(
+          `service.vips[${i}]: lies in pool ${pool.name}, not in the requested pool ${a.pool} (got "${vip}"); drop one of the two`,
+        );
+      }
+    });
+    if (a.pool !== undefined && !a.vipPools.some((p) => p.name === a.pool)) {
+      throw new ConfigError(
+        `service.pool: no such VIP pool (got "${a.pool}"); use one of: ${a.vipPools.map((p) => p.name).join(", ")}`,
+      );
+    }
+    const annotations = {
+      ...(a.vips?.length && { [REQUESTED_VIPS_ANNOTATION]: a.vips.join(",") }),
+      ...(a.pool !== undefined && { [VIP_POOL_ANNOTATION]: a.pool }),
+    };
+    this.service = new k8s.core.v1.Service(
+      name,
+      {
+        metadata: { name: args.name, namespace: args.namespace, annotations },
+        spec: {
+          type: "LoadBalancer",
+          loadBalancerClass: args.loadBalancerClass ?? DEFAULT_LOAD_BALANCER_CLASS,
+          selector: args.selector,
+          ports: args.ports,
+          externalTrafficPolicy: args.externalTrafficPolicy ?? "Cluster",
+          // Our LB pods reach endpoints directly over the pod network: no node ports needed.
+          allocateLoadBalancerNodePorts: false,
+        },
+      },
+      { parent: this },
+    );
+    this.ingress = this.service.status.loadBalancer.ingress.apply((ing) =>
+      (ing ?? []).map((i) => i.ip ?? i.hostname ?? ""),
+    );
+    this.registerOutputs({ ingress: this.ingress });
+  }
+}
