@@ -1,0 +1,26 @@
+import fc from "fast-check";
+import { toIpvs } from "./ipvs/ipvsState.ts";
+import { serviceKey } from "./model.ts";
+import { toNft } from "./nft/nftState.ts";
+import { arbitraryState } from "./testing/arbitraries.ts";
+
+describe("IPVS and nftables engines", () => {
+  it("describe the same mapping: per VIP:port, the same backends take new flows", () => {
+    fc.assert(
+      fc.property(arbitraryState, (desired) => {
+        const ipvs = new Map(
+          toIpvs(desired).map((s) => [
+            serviceKey(s),
+            s.servers
+              .filter((r) => r.weight > 0)
+              .map((r) => `${r.ip} . ${r.port}`)
+              .sort(),
+          ]),
+        );
+        const nft = new Map(toNft(desired).map((s) => [serviceKey(s), [...new Set(s.slots)].sort()]));
+        expect(nft).toEqual(ipvs);
+      }),
+      { numRuns: 300 },
+    );
+  });
+});

@@ -1,0 +1,123 @@
+import fc from "fast-check";
+import { serviceKey } from "../model.ts";
+import { arbitraryState } from "../testing/arbitraries.ts";
+import { ipvsDiff } from "./ipvsDiff.ts";
+import { formatSave, parseCommand, parseSave } from "./ipvsadmSave.ts";
+import { sortIpvs, toIpvs, type IpvsService } from "./ipvsState.ts";
+import { simulate } from "./testing/ipvsSimulator.ts";
+
+// What another tool (or an older version of ours) may have left: other schedulers, flags, methods.
+const arbitraryForeign: fc.Arbitrary<IpvsService[]> = arbitraryState.chain((state) =>
+  fc
+    .tuple(
+      fc.constantFrom("wlc", "sh", "rr"),
+      fc.constantFrom<string[]>([], ["sh-port"]),
+      fc.constantFrom("masq" as const, "gate" as const),
+    )
+    .map(([scheduler, flags, method]) =>
+      toIpvs(state).map((s, i) =>
+        i % 2 ? { ...s, scheduler, flags, servers: s.servers.map((r) => ({ ...r, method })) } : s,
+      ),
+    ),
+);
+
+describe("IPVS engine (pure)", () => {
+  it("applying diff(current, desired) to current gives desired", () => {
+    fc.assert(
+      fc.property(arbitraryForeign, arbitraryState, (current, desired) => {
+        const want = toIpvs(desired);
+        expect(simulate(current, ipvsDiff(current, want))).toEqual(want);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it("a second diff is empty (applying is idempotent)", () => {
+    fc.assert(
+      fc.property(arbitraryForeign, arbitraryState, (current, desired) => {
+        const want = toIpvs(desired);
+        const after = simulate(current, ipvsDiff(current, want));
+        expect(ipvsDiff(after, want)).toEqual([]);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it("never deletes a service that stays, so its established connections survive", () => {
+    fc.assert(
+      fc.property(arbitraryForeign, arbitraryState, (current, desired) => {
+        const kept = new Set(desired.map(serviceKey));
+        for (const cmd of ipvsDiff(current, toIpvs(desired)).filter((c) => c.startsWith("-D "))) {
+          expect(kept.has(serviceKey(parseCommand(cmd).service))).toBe(false);
+        }
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it("parses what it formats (the -S text round-trips)", () => {
+    fc.assert(
+      fc.property(arbitraryForeign, (state) => {
+        expect(parseSave(formatSave(state))).toEqual(sortIpvs(state));
+      }),
+      { numRuns: 200 },
+    );
+  });
+
+  it("writes Maglev with mh-port and mh-fallback, NAT toward backends, drain as weight 0", () => {
+    const batch = ipvsDiff(
+      [],
+      toIpvs([
+        {
+          vip: "10.1.1.10",
+          port: 80,
+          protocol: "tcp",
+          scheduler: "mh",
+          backends: [
+            { ip: "10.244.1.5", port: 8080, weight: 1 },
+            { ip: "10.244.2.7", port: 8080, weight: 0 },
+          ],
+        },
+      ]),
+    );
+    expect(batch).toEqual([
+      "-A -t 10.1.1.10:80 -s mh -b mh-fallback,mh-port",
+      "-a -t 10.1.1.10:80 -r 10.244.1.5:8080 -m -w 1",
+      "-a -t 10.1.1.10:80 -r 10.244.2.7:8080 -m -w 0",
+    ]);
+  });
+
+  it("edits in place: a weight change is one -e, a scheduler change one -E", () => {
+    const base = toIpvs([
+      {
+        vip: "10.1.1.10",
+        port: 80,
+        protocol: "tcp",
+        scheduler: "rr",
+        backends: [{ ip: "10.244.1.5", port: 8080, weight: 1 }],
+      },
+    ]);
+    const drained = toIpvs([
+      {
+        vip: "10.1.1.10",
+        port: 80,
+        protocol: "tcp",
+        scheduler: "lc",
+        backends: [{ ip: "10.244.1.5", port: 8080, weight: 0 }],
+      },
+    ]);
+    expect(ipvsDiff(base, drained)).toEqual([
+      "-E -t 10.1.1.10:80 -s lc",
+      "-e -t 10.1.1.10:80 -r 10.244.1.5:8080 -m -w 0",
+    ]);
+  });
+
+  it("rejects what it does not understand instead of guessing", () => {
+    expect(() => parseSave("-A -f 1 -s rr\n")).toThrow("only TCP/UDP virtual services are supported");
+    expect(() => parseSave("-a -t 10.1.1.1:80 -r 10.0.0.1:80 -m -w 1\n")).toThrow(
+      "real server before its virtual service",
+    );
+    expect(() => parseSave("-X -t 10.1.1.1:80\n")).toThrow("unexpected command");
+    expect(() => parseSave("-A -t [::1]:80 -s rr\n")).toThrow("expected IPv4 address:port");
+  });
+});

@@ -1,0 +1,44 @@
+// The data plane's desired state: for every VIP:port, the backends and how to pick one. Both
+// engines (IPVS, nftables) render exactly this, so they cannot disagree on what to serve.
+
+export const SCHEDULERS = ["mh", "rr", "wrr", "lc"] as const;
+export type Scheduler = (typeof SCHEDULERS)[number];
+export type Protocol = "tcp" | "udp";
+
+export interface Backend {
+  ip: string;
+  port: number;
+  /** 0 drains the backend: no new flows, established ones kept. */
+  weight: number;
+}
+
+export interface VirtualService {
+  vip: string;
+  port: number;
+  protocol: Protocol;
+  scheduler: Scheduler;
+  backends: Backend[];
+}
+
+/** Identity of a virtual service: one per protocol, VIP and port. */
+export function serviceKey(s: Pick<VirtualService, "protocol" | "vip" | "port">): string {
+  return `${s.protocol}:${s.vip}:${s.port}`;
+}
+
+export function backendKey(b: Pick<Backend, "ip" | "port">): string {
+  return `${b.ip}:${b.port}`;
+}
+
+/** Sorted by key, backends too: equal states compare equal as values. */
+export function canonical(services: VirtualService[]): VirtualService[] {
+  return [...services]
+    .map((s) => ({
+      ...s,
+      backends: [...s.backends].sort((a, b) => compareAddr(backendKey(a), backendKey(b))),
+    }))
+    .sort((a, b) => compareAddr(serviceKey(a), serviceKey(b)));
+}
+
+function compareAddr(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}

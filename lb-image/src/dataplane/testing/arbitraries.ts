@@ -1,0 +1,28 @@
+// fast-check generators of data-plane states, shared by the engines' property tests.
+import fc from "fast-check";
+import { SCHEDULERS, serviceKey, type Backend, type VirtualService } from "../model.ts";
+
+// Small address and port spaces on purpose: collisions between current and desired are the
+// interesting cases (same service, changed backends).
+const vip = fc.integer({ min: 1, max: 6 }).map((n) => `10.1.1.${n}`);
+const backendIp = fc.integer({ min: 1, max: 12 }).map((n) => `10.244.${n % 3}.${n}`);
+const port = fc.constantFrom(80, 443, 8080);
+
+export const arbitraryBackend: fc.Arbitrary<Backend> = fc.record({
+  ip: backendIp,
+  port,
+  weight: fc.oneof(fc.constant(1), fc.constant(0), fc.integer({ min: 0, max: 100 })),
+});
+
+export const arbitraryService: fc.Arbitrary<VirtualService> = fc.record({
+  vip,
+  port,
+  protocol: fc.constantFrom("tcp" as const, "udp" as const),
+  scheduler: fc.constantFrom(...SCHEDULERS),
+  backends: fc.uniqueArray(arbitraryBackend, { selector: (b) => `${b.ip}:${b.port}`, maxLength: 6 }),
+});
+
+export const arbitraryState: fc.Arbitrary<VirtualService[]> = fc.uniqueArray(arbitraryService, {
+  selector: serviceKey,
+  maxLength: 8,
+});
