@@ -9,6 +9,7 @@ here=$(dirname "${BASH_SOURCE[0]}")
 . "$here/bootstrap/node.sh"
 . "$here/bootstrap/pulumi.sh"
 . "$here/bootstrap/kubernetes.sh"
+. "$here/bootstrap/ipvsGuest.sh"
 . "$here/bootstrap/npm.sh"
 
 mkdir -p "$PLB_TOOLS" "$PLB_LOGS" "$PULUMI_HOME"
@@ -27,6 +28,7 @@ if ! { tool_ready pulumi "$PULUMI_VERSION" && tool_ready pulumi-language-nodejs 
 fi
 install_pulumi
 install_kubernetes
+install_ipvs_guest
 install_pulumi_plugins
 install_npm_dependencies
 say "all tools ready in $((SECONDS - start)) s (cache: $PLB_CACHE)"

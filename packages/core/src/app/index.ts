@@ -1,6 +1,1 @@
-export {
-  LoadBalancerService,
-  REQUESTED_VIPS_ANNOTATION,
-  VIP_POOL_ANNOTATION,
-  type LoadBalancerServiceArgs,
-} from "./loadBalancerService.ts";
+export { LoadBalancerService, type LoadBalancerServiceArgs } from "./loadBalancerService.ts";

@@ -4,15 +4,11 @@
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
 import { z } from "zod";
+import { REQUESTED_VIPS_ANNOTATION, VIP_POOL_ANNOTATION } from "../config/annotations.ts";
 import { cidrContains, ipv4Address } from "../config/cidr.ts";
 import { DEFAULT_LOAD_BALANCER_CLASS } from "../config/lbConfig.ts";
 import { vipPoolSchema, type VipPool } from "../config/vipPool.ts";
 import { ConfigError, parseOrThrow } from "../validation.ts";
-
-/** Requested VIPs, comma-separated (spec.loadBalancerIP is deprecated upstream; MetalLB does the same). */
-export const REQUESTED_VIPS_ANNOTATION = "portable-lb.io/load-balancer-ips";
-/** Pick the VIP from this pool. */
-export const VIP_POOL_ANNOTATION = "portable-lb.io/vip-pool";
 
 export interface LoadBalancerServiceArgs {
   namespace: pulumi.Input<string>;

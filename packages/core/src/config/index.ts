@@ -21,3 +21,4 @@ export {
   type LbConfig,
   type LbConfigInput,
 } from "./lbConfig.ts";
+export { REQUESTED_VIPS_ANNOTATION, VIP_POOL_ANNOTATION } from "./annotations.ts";
