@@ -1,7 +1,7 @@
 // From Kubernetes objects to the data plane's desired state, as a pure function: Services of type
 // LoadBalancer with our class and an assigned VIP, and the endpoints their EndpointSlices list.
 import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
-import type { Backend, Protocol, Scheduler, VirtualService } from "../dataplane/model.ts";
+import type { Backend, Scheduler, VirtualService } from "../dataplane/model.ts";
 
 export interface DesiredStateInput {
   services: V1Service[];

@@ -387,7 +387,14 @@ export class NetnsLab {
     this.id = state.id;
     this.name = state.name;
     this.stateFile = stateFile;
-    this.#onExit = () => destroyLabNow(this.#state, this.stateFile);
+    this.#onExit = () => {
+      try {
+        destroyLabNow(this.#state, this.stateFile);
+      } catch (err) {
+        // Exiting anyway: say what is left; the next NetnsLab.create reaps it.
+        console.error(String(err));
+      }
+    };
   }
 
   /** A new, empty lab. Reaps stale labs under the same root first (their lines go to console.warn). */
