@@ -11,7 +11,7 @@ export class CommandError extends Error {
 }
 
 /** Runs argv[0] with the rest as arguments, feeding `input` on stdin. */
-export function run(argv: string[], input = "", timeoutMs = 30_000): Promise<string> {
+export function run(argv: [string, ...string[]], input = "", timeoutMs = 30_000): Promise<string> {
   const [command, ...args] = argv;
   return new Promise((resolve, reject) => {
     const child = execFile(

@@ -9,9 +9,9 @@ import { toIpvs, type IpvsService } from "./ipvsState.ts";
 export class IpvsEngine extends DiffEngine<IpvsService[]> {
   readonly name = "ipvs";
   /** The command, possibly behind a prefix such as `ip netns exec NS` (tests). */
-  private readonly ipvsadm: string[];
+  private readonly ipvsadm: [string, ...string[]];
 
-  constructor(ipvsadm: string[] = ["ipvsadm"]) {
+  constructor(ipvsadm: [string, ...string[]] = ["ipvsadm"]) {
     super();
     this.ipvsadm = ipvsadm;
   }

@@ -5,7 +5,7 @@ import type { VirtualService } from "../model.ts";
 import { NftEngine } from "./nftEngine.ts";
 
 const NS = `plb-nfte-${process.pid}`;
-const nft = ["ip", "netns", "exec", NS, "nft"];
+const nft: [string, ...string[]] = ["ip", "netns", "exec", NS, "nft"];
 beforeAll(() => execFileSync("ip", ["netns", "add", NS]));
 afterAll(() => execFileSync("ip", ["netns", "delete", NS]));
 

@@ -9,9 +9,9 @@ import { NFT_TABLE, toNft, type NftService } from "./nftState.ts";
 export class NftEngine extends DiffEngine<NftService[]> {
   readonly name = "nftables";
   /** The command, possibly behind a prefix such as `ip netns exec NS` (tests). */
-  private readonly nft: string[];
+  private readonly nft: [string, ...string[]];
 
-  constructor(nft: string[] = ["nft"]) {
+  constructor(nft: [string, ...string[]] = ["nft"]) {
     super();
     this.nft = nft;
   }
