@@ -23,11 +23,16 @@ ipvs_guest_dir() { tool_dir ipvs-guest "$(ipvs_guest_version)"; }
 
 # ipvs_guest_download DIR PACKAGE...: one package at a time, so a failure names its package.
 ipvs_guest_download() {
-  local dir=$1 pkg log=$PLB_LOGS/ipvs-guest.log
+  local dir=$1 pkg log=$PLB_LOGS/ipvs-guest.log updated=
   shift
   for pkg in "$@"; do
     # Sandbox user root: _apt cannot enter the private staging folder.
-    (cd "$dir" && apt-get download -qq -o APT::Sandbox::User=root "$pkg") >>"$log" 2>&1 && continue
+    until (cd "$dir" && apt-get download -qq -o APT::Sandbox::User=root "$pkg") >>"$log" 2>&1; do
+      # Stale package lists name versions the archive has since replaced: refresh them once.
+      [ -z "$updated" ] || break
+      updated=1
+      apt-get update -qq >>"$log" 2>&1
+    done && continue
     tail -n 3 "$log" >&2
     if [ "$pkg" = "$IPVS_GUEST_KERNEL_PACKAGE" ]; then
       die "could not download the guest kernel package $pkg; if the Debian archive dropped it, pick another from 'apt-cache search linux-image-6.1.0-' and set IPVS_GUEST_KERNEL_PACKAGE in scripts/versions.env (log: $log)"

@@ -3,12 +3,14 @@ import { mkdtemp } from "node:fs/promises";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { instancesRoot, killControlPlaneNow, reapStale, startControlPlane } from "./controlPlane.ts";
+import { reapStaleLabs } from "./netns/netnsLab.ts";
 import { TEST_ENV, type SharedControlPlane } from "./testEnv.ts";
 
 export default async function globalSetup(): Promise<void> {
   const root = instancesRoot();
   mkdirSync(root, { recursive: true });
-  for (const line of await reapStale(root)) console.warn(line);
+  // What a killed earlier run left: control planes and network-namespace labs.
+  for (const line of [...(await reapStale(root)), ...(await reapStaleLabs())]) console.warn(line);
   const dir = await mkdtemp(join(root, `jest-${process.pid}-`));
   const state = await startControlPlane({ dir, ownerPid: process.pid, podCidr: "10.244.0.0/16" });
   // If Jest dies without running the teardown, the exit handler still stops the processes.

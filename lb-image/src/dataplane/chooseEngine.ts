@@ -9,7 +9,16 @@ export function kernelHasIpvs(procPath = "/proc/net/ip_vs"): boolean {
   return existsSync(procPath);
 }
 
-export function chooseEngine(mode: "auto" | "ipvs" | "nftables", hasIpvs = kernelHasIpvs()): DataPlaneEngine {
-  if (mode === "ipvs" || (mode === "auto" && hasIpvs)) return new IpvsEngine();
-  return new NftEngine();
+export interface EngineCommands {
+  ipvsadm: [string, ...string[]];
+  nft: [string, ...string[]];
+}
+
+export function chooseEngine(
+  mode: "auto" | "ipvs" | "nftables",
+  hasIpvs = kernelHasIpvs(),
+  commands: EngineCommands = { ipvsadm: ["ipvsadm"], nft: ["nft"] },
+): DataPlaneEngine {
+  if (mode === "ipvs" || (mode === "auto" && hasIpvs)) return new IpvsEngine(commands.ipvsadm);
+  return new NftEngine(commands.nft);
 }

@@ -87,11 +87,21 @@ export function guestTopology(opts: GuestTopologyOptions): GuestTopology {
   );
   const script = [
     "# guestTopology: client, lb and backends in network namespaces",
-    ...lines.map((line) => `${line} || { echo ${quote(`guestTopology: failed: ${line}`)} >&2; exit ${TOPOLOGY_EXIT_CODE}; }`),
+    ...lines.map(
+      (line) =>
+        `${line} || { echo ${quote(`guestTopology: failed: ${line}`)} >&2; exit ${TOPOLOGY_EXIT_CODE}; }`,
+    ),
     ...checks,
     "",
   ].join("\n");
-  return { script, vip, clientIp, backendIps, port, namespaces: { client: "client", lb: "lb", backends: names } };
+  return {
+    script,
+    vip,
+    clientIp,
+    backendIps,
+    port,
+    namespaces: { client: "client", lb: "lb", backends: names },
+  };
 }
 
 function quote(text: string): string {

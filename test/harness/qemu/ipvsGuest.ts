@@ -46,8 +46,15 @@ export function ipvsGuestImage(): IpvsGuestImage {
   // The cache path (version, revision, $PORTABLE_LB_CACHE) is defined once, in the bootstrap script.
   const found = spawnSync(
     "bash",
-    ["-c", '. "$1/scripts/bootstrap/common.sh" && . "$1/scripts/bootstrap/ipvsGuest.sh" && ipvs_guest_dir', "_", root],
-    { encoding: "utf8" },
+    [
+      "-c",
+      '. "$1/scripts/bootstrap/common.sh" && . "$1/scripts/bootstrap/ipvsGuest.sh" && ipvs_guest_dir',
+      "_",
+      root,
+    ],
+    // Explicit env: Jest's sandboxed process.env (PORTABLE_LB_CACHE may be set there) is not the one
+    // child processes inherit by default.
+    { encoding: "utf8", env: process.env },
   );
   const dir = found.stdout.trim();
   if (found.status !== 0 || !dir)
@@ -78,7 +85,9 @@ export async function runInIpvsGuest(opts: IpvsGuestRun): Promise<IpvsGuestResul
     const run = await runQemu(args, timeoutMs);
     const found = extractGuestOutput(run.serial, runId);
     if (!found) {
-      const why = run.timedOut ? `did not finish within ${timeoutMs} ms` : `stopped (QEMU exit ${run.exitCode})`;
+      const why = run.timedOut
+        ? `did not finish within ${timeoutMs} ms`
+        : `stopped (QEMU exit ${run.exitCode})`;
       throw new Error(
         `the IPVS guest ${why} before its test script ended.\n--- QEMU stderr ---\n${tail(run.stderr)}\n--- serial console (last lines) ---\n${tail(run.serial)}`,
       );

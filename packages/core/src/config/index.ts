@@ -22,3 +22,4 @@ export {
   type LbConfigInput,
 } from "./lbConfig.ts";
 export { REQUESTED_VIPS_ANNOTATION, VIP_POOL_ANNOTATION } from "./annotations.ts";
+export { DEFAULT_LB_IMAGE, LB_COMMANDS, LB_HTTP_PATHS, LB_PATHS } from "./lbImage.ts";

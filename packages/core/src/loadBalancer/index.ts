@@ -1,4 +1,3 @@
-export { DEFAULT_LB_IMAGE, LB_COMMANDS, LB_HTTP_PATHS, LB_PATHS } from "./lbImage.ts";
 export {
   DEFAULT_LB_NAMESPACE,
   LB_PRIORITY_CLASS,

@@ -7,7 +7,7 @@ import { lbConfigSchema, type LbConfig, type LbConfigInput } from "../config/lbC
 import { standardLabels } from "../labels.ts";
 import { SystemNamespace } from "../systemNamespace.ts";
 import { ConfigError, parseOrThrow } from "../validation.ts";
-import { DEFAULT_LB_IMAGE, LB_PATHS } from "./lbImage.ts";
+import { DEFAULT_LB_IMAGE, LB_PATHS } from "../config/lbImage.ts";
 import { DEFAULT_LB_NODE_SELECTOR, LB_APP_LABEL, lbPodSpec } from "./podSpec.ts";
 import { LB_CLUSTER_RULES, LB_NAMESPACE_RULES } from "./rbac.ts";
 

@@ -4,7 +4,7 @@
 import type * as k8s from "@pulumi/kubernetes";
 import type { LbConfig } from "../config/lbConfig.ts";
 import { minimalSecurityContext } from "../containerSecurity.ts";
-import { LB_COMMANDS, LB_HTTP_PATHS, LB_PATHS } from "./lbImage.ts";
+import { LB_COMMANDS, LB_HTTP_PATHS, LB_PATHS } from "../config/lbImage.ts";
 
 type PodSpec = k8s.types.input.core.v1.PodSpec;
 type Container = k8s.types.input.core.v1.Container;

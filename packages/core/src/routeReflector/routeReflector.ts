@@ -10,7 +10,7 @@ import { ipv4Address, ipv4Cidr } from "../config/cidr.ts";
 import { CONFIG_HASH_ANNOTATION, configHash } from "../configHash.ts";
 import { minimalSecurityContext } from "../containerSecurity.ts";
 import { standardLabels } from "../labels.ts";
-import { DEFAULT_LB_IMAGE } from "../loadBalancer/lbImage.ts";
+import { DEFAULT_LB_IMAGE } from "../config/lbImage.ts";
 import { LB_PRIORITY_CLASS } from "../loadBalancer/loadBalancer.ts";
 import { parseOrThrow } from "../validation.ts";
 

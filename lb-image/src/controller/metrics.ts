@@ -1,0 +1,58 @@
+// Prometheus metrics of the controller (served on /metrics).
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+
+export class ControllerMetrics {
+  readonly registry = new Registry();
+  readonly reconcileSeconds = new Histogram({
+    name: "portable_lb_reconcile_duration_seconds",
+    help: "Time from a Kubernetes change to rules applied in the kernel",
+    buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    registers: [this.registry],
+  });
+  readonly reconcileErrors = new Counter({
+    name: "portable_lb_reconcile_errors_total",
+    help: "Reconciles that failed (the last good rules stay in place)",
+    registers: [this.registry],
+  });
+  readonly ruleChanges = new Counter({
+    name: "portable_lb_rule_changes_total",
+    help: "Data-plane statements applied",
+    labelNames: ["engine"],
+    registers: [this.registry],
+  });
+  readonly services = new Gauge({
+    name: "portable_lb_virtual_services",
+    help: "VIP:port services programmed",
+    registers: [this.registry],
+  });
+  readonly backends = new Gauge({
+    name: "portable_lb_backends",
+    help: "Backends programmed, draining included",
+    registers: [this.registry],
+  });
+  readonly vips = new Gauge({
+    name: "portable_lb_vips",
+    help: "VIPs served by this LB pod",
+    registers: [this.registry],
+  });
+  readonly skipped = new Counter({
+    name: "portable_lb_skipped_total",
+    help: "Objects or parts left out because of bad input",
+    labelNames: ["reason"],
+    registers: [this.registry],
+  });
+  readonly leader = new Gauge({
+    name: "portable_lb_allocator_leader",
+    help: "1 while this pod is the VIP allocator",
+    registers: [this.registry],
+  });
+  readonly apiConnected = new Gauge({
+    name: "portable_lb_api_connected",
+    help: "1 while the watches on the API server are up (0: serving the last known state)",
+    registers: [this.registry],
+  });
+
+  constructor() {
+    collectDefaultMetrics({ register: this.registry });
+  }
+}
