@@ -21,18 +21,21 @@ ipvs_guest_version() { printf '%s-r%s' "$(ipvs_guest_kernel_release)" "$IPVS_GUE
 # The harness sources this file and calls this, so the image's location is defined only here.
 ipvs_guest_dir() { tool_dir ipvs-guest "$(ipvs_guest_version)"; }
 
+# Sandbox user root: _apt cannot enter the private staging folder.
+ipvs_guest_fetch() { (cd "$1" && apt-get download -qq -o APT::Sandbox::User=root "$2") >>"$PLB_LOGS/ipvs-guest.log" 2>&1; }
+
 # ipvs_guest_download DIR PACKAGE...: one package at a time, so a failure names its package.
 ipvs_guest_download() {
   local dir=$1 pkg log=$PLB_LOGS/ipvs-guest.log updated=
   shift
   for pkg in "$@"; do
-    # Sandbox user root: _apt cannot enter the private staging folder.
-    until (cd "$dir" && apt-get download -qq -o APT::Sandbox::User=root "$pkg") >>"$log" 2>&1; do
-      # Stale package lists name versions the archive has since replaced: refresh them once.
-      [ -z "$updated" ] || break
+    ipvs_guest_fetch "$dir" "$pkg" && continue
+    # Stale package lists name versions the archive has since replaced: refresh them once.
+    if [ -z "$updated" ]; then
       updated=1
       apt-get update -qq >>"$log" 2>&1
-    done && continue
+      ipvs_guest_fetch "$dir" "$pkg" && continue
+    fi
     tail -n 3 "$log" >&2
     if [ "$pkg" = "$IPVS_GUEST_KERNEL_PACKAGE" ]; then
       die "could not download the guest kernel package $pkg; if the Debian archive dropped it, pick another from 'apt-cache search linux-image-6.1.0-' and set IPVS_GUEST_KERNEL_PACKAGE in scripts/versions.env (log: $log)"

@@ -4,10 +4,9 @@
 import {
   CoreV1Api,
   DiscoveryV1Api,
-  makeInformer,
-  type Informer,
+  ListWatch,
+  Watch,
   type KubeConfig,
-  type ObjectCache,
   type KubernetesObject,
   type V1EndpointSlice,
   type V1Service,
@@ -23,31 +22,41 @@ export interface WatchHooks {
 const MAX_BACKOFF_MS = 30_000;
 
 export class ClusterWatch implements ClusterView {
-  private readonly serviceInformer: Informer<V1Service> & ObjectCache<V1Service>;
-  private readonly sliceInformer: Informer<V1EndpointSlice> & ObjectCache<V1EndpointSlice>;
-  private readonly started = new Set<string>();
+  private readonly serviceInformer: ListWatch<V1Service>;
+  private readonly sliceInformer: ListWatch<V1EndpointSlice>;
   private readonly log: Logger;
+
+  private readonly hooks: WatchHooks;
 
   constructor(kc: KubeConfig, log: Logger, hooks: WatchHooks) {
     this.log = log;
+    this.hooks = hooks;
     const core = kc.makeApiClient(CoreV1Api);
     const discovery = kc.makeApiClient(DiscoveryV1Api);
-    this.serviceInformer = makeInformer(kc, "/api/v1/services", () => core.listServiceForAllNamespaces());
-    this.sliceInformer = makeInformer(kc, "/apis/discovery.k8s.io/v1/endpointslices", () =>
-      discovery.listEndpointSliceForAllNamespaces(),
+    const watch = new Watch(kc);
+    this.serviceInformer = new ListWatch(
+      "/api/v1/services",
+      watch,
+      () => core.listServiceForAllNamespaces(),
+      false,
+    );
+    this.sliceInformer = new ListWatch(
+      "/apis/discovery.k8s.io/v1/endpointslices",
+      watch,
+      () => discovery.listEndpointSliceForAllNamespaces(),
+      false,
     );
     this.wire("services", this.serviceInformer, hooks);
     this.wire("endpointslices", this.sliceInformer, hooks);
   }
 
-  private wire<T extends KubernetesObject>(name: string, informer: Informer<T>, hooks: WatchHooks): void {
+  private wire<T extends KubernetesObject>(name: string, informer: ListWatch<T>, hooks: WatchHooks): void {
     let backoff = 500;
     for (const verb of ["add", "update", "delete"] as const) informer.on(verb, () => hooks.onChange());
+    // "connect" comes before the (re)list lands in the cache; the cache changes trigger runs.
     informer.on("connect", () => {
       backoff = 500;
-      this.started.add(name);
       hooks.onConnection(true);
-      hooks.onChange();
     });
     informer.on("error", (err: unknown) => {
       hooks.onConnection(false);
@@ -63,15 +72,21 @@ export class ClusterWatch implements ClusterView {
 
   async start(): Promise<void> {
     await Promise.all([this.serviceInformer.start(), this.sliceInformer.start()]);
+    this.hooks.onChange();
   }
 
   async stop(): Promise<void> {
     await Promise.all([this.serviceInformer.stop(), this.sliceInformer.stop()]);
   }
 
-  /** Both caches have been listed at least once. */
+  /**
+   * Both caches hold a complete list. Before that, an empty cache means "not known yet", not "no
+   * Services": applying it would flush the rules a restarted controller adopted.
+   */
   synced(): boolean {
-    return this.started.size === 2;
+    return (
+      this.serviceInformer.latestResourceVersion() !== "" && this.sliceInformer.latestResourceVersion() !== ""
+    );
   }
   services(): V1Service[] {
     return [...this.serviceInformer.list()];

@@ -71,7 +71,7 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
       o.log.info({ leading }, leading ? "elected VIP allocator" : "not the VIP allocator");
       reconciler.trigger();
     },
-    onError: (err) => o.log.warn({ err }, "leader election: cannot reach the API server"),
+    onError: (err) => o.log.warn({ err }, "leader election failed; not allocating until it succeeds"),
   });
   const watch = new ClusterWatch(o.kubeconfig, o.log, {
     onChange: () => reconciler.trigger(),

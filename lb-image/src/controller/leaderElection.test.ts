@@ -1,4 +1,4 @@
-import { decide } from "./leaderElection.ts";
+import { MicroTime, decide } from "./leaderElection.ts";
 
 const lease = (holder: string | undefined, renewedSecondsAgo: number, duration = 15) => ({
   spec: {
@@ -20,5 +20,14 @@ describe("decide", () => {
   it("follows another holder until the lease expires, then takes over", () => {
     expect(decide(lease("b", 5), "a", new Date())).toBe("follow");
     expect(decide(lease("b", 16), "a", new Date())).toBe("acquire");
+  });
+});
+
+describe("MicroTime", () => {
+  it("serializes with the six fractional digits the API server requires", () => {
+    expect(new MicroTime("2026-11-22T05:22:43.853Z").toISOString()).toBe("2026-11-22T05:22:43.853000Z");
+    expect(JSON.stringify({ t: new MicroTime("2026-11-22T05:22:43.853Z") })).toBe(
+      '{"t":"2026-11-22T05:22:43.853000Z"}',
+    );
   });
 });

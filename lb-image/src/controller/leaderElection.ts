@@ -10,6 +10,16 @@ export interface LeaseTiming {
   retryPeriodMs: number;
 }
 
+/**
+ * Lease times are MicroTime: the API server insists on six fractional digits, while the client
+ * serializes dates with toISOString() (three). A Date whose ISO form carries the extra zeros fixes it.
+ */
+export class MicroTime extends Date {
+  override toISOString(): string {
+    return super.toISOString().replace(/\.(\d{3})Z$/, ".$1000Z");
+  }
+}
+
 export const DEFAULT_LEASE_TIMING: LeaseTiming = { leaseDurationS: 15, retryPeriodMs: 2_000 };
 
 export type LeaseDecision = "acquire" | "renew" | "follow";
@@ -104,14 +114,15 @@ export class LeaderElector {
     } catch (err) {
       if ((err as { code?: number }).code !== 404) throw err;
     }
-    const now = new Date();
+    const now = new MicroTime();
     const decision = decide(lease, identity, now);
     if (decision === "follow") return false;
     const spec = {
       holderIdentity: identity,
       leaseDurationSeconds: this.timing.leaseDurationS,
       renewTime: now,
-      acquireTime: decision === "renew" && lease?.spec?.acquireTime ? lease.spec.acquireTime : now,
+      acquireTime:
+        decision === "renew" && lease?.spec?.acquireTime ? new MicroTime(lease.spec.acquireTime) : now,
       leaseTransitions: (lease?.spec?.leaseTransitions ?? 0) + (decision === "acquire" && lease ? 1 : 0),
     };
     try {

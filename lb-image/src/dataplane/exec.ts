@@ -28,6 +28,9 @@ export function run(argv: [string, ...string[]], input = "", timeoutMs = 30_000)
         resolve(stdout);
       },
     );
+    // A command that exits without reading its input (`ip route show`) closes the pipe: EPIPE on
+    // stdin is expected then, and the command's own exit status is what counts.
+    child.stdin?.on("error", () => undefined);
     child.stdin?.end(input);
   });
 }

@@ -1,0 +1,39 @@
+// A loopback TCP proxy the test can cut and restore: how a test takes the API server away from one
+// client (the controller) without stopping the control plane other tests share.
+import { createConnection, createServer, type Server, type Socket } from "node:net";
+
+export class TcpProxy {
+  private server: Server | undefined;
+  private readonly sockets = new Set<Socket>();
+  private readonly target: { host: string; port: number };
+  port = 0;
+
+  constructor(target: { host: string; port: number }) {
+    this.target = target;
+  }
+
+  /** Starts listening (on the same port again after cut()). */
+  async up(): Promise<number> {
+    const server = createServer((inbound) => {
+      const outbound = createConnection(this.target);
+      for (const s of [inbound, outbound]) {
+        this.sockets.add(s);
+        s.on("close", () => this.sockets.delete(s));
+        s.on("error", () => s.destroy());
+      }
+      inbound.pipe(outbound).pipe(inbound);
+    });
+    await new Promise<void>((resolve) => server.listen(this.port, "127.0.0.1", resolve));
+    this.port = (server.address() as { port: number }).port;
+    this.server = server;
+    return this.port;
+  }
+
+  /** Refuses new connections and resets every open one, as a lost API server would. */
+  async cut(): Promise<void> {
+    for (const s of this.sockets) s.destroy();
+    const server = this.server;
+    this.server = undefined;
+    if (server) await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+}
