@@ -178,7 +178,7 @@ describe("LB controller with nftables in a network namespace", () => {
     await discovery.replaceNamespacedEndpointSlice({ name: "web-1", namespace: NS, body: slice(BACKENDS) });
     await settle(async () => Object.keys((await spread("10.1.1.1")).counts).length === 3);
     const traffic = httpHistogram(client, "http://10.1.1.1/", {
-      count: 300,
+      count: 1000,
       by: "name",
       requestTimeoutMs: 2_000,
     });
