@@ -91,7 +91,7 @@ async function spread(address: string): Promise<{ counts: Record<string, number>
   return { counts: h.counts, failures: h.failures };
 }
 
-async function settle(check: () => Promise<boolean>): Promise<void> {
+async function settle(check: () => Promise<boolean> | boolean): Promise<void> {
   expect(await waitUntil(check, 20_000, 200)).toBe(true);
 }
 
@@ -186,8 +186,9 @@ describe("LB controller with nftables in a network namespace", () => {
     controller = await start("lb-2");
     const during = await traffic;
     expect(during.failures).toBe(0);
-    await settle(async () => controller!.reconciler.applied);
-    expect((await controller!.metrics.ruleChanges.get()).values.reduce((n, v) => n + v.value, 0)).toBe(0);
+    const restarted = controller;
+    await settle(() => restarted.reconciler.applied);
+    expect((await restarted.metrics.ruleChanges.get()).values.reduce((n, v) => n + v.value, 0)).toBe(0);
   });
 
   it("reports bad input as Events and keeps the good part serving", async () => {
