@@ -4,7 +4,7 @@
 # `apt-get download` and unpacked with `dpkg -x`. Sourced by bootstrap.sh.
 
 # Bump when the recipe below changes (init, modules, binaries), so every cache rebuilds the image once.
-IPVS_GUEST_REVISION=1
+IPVS_GUEST_REVISION=2
 # Userland for the guest; their libraries come from the same Debian archive (see ipvs_guest_libraries).
 IPVS_GUEST_TOOL_PACKAGES="busybox-static dash ipvsadm iproute2 nftables"
 # Dynamically linked programs copied in (paths inside the unpacked packages and the guest alike).
@@ -135,6 +135,9 @@ else
 fi
 echo "@@PLB-GUEST-END $run_id $rc@@"
 sync
+# poweroff -f does not wait for the serial console to drain: under load the last lines (the end
+# marker among them) were lost. A second is ample at the emulated UART's speed.
+sleep 1
 poweroff -f
 INIT
 }
