@@ -8,4 +8,9 @@ bash scripts/bootstrap.sh
 npm run --silent build
 npm run --silent typecheck
 npm run --silent lint
-npm run --silent jest -- --ci "$@"
+# Bounded: a test that leaks a handle keeps Jest alive forever; fail clearly instead of hanging CI.
+timeout --kill-after=30s 30m npm run --silent jest -- --ci "$@" || {
+  rc=$?
+  [ "$rc" -eq 124 ] && echo "test: Jest did not finish within 30 minutes (a leaked handle or a hung test); see above" >&2
+  exit "$rc"
+}

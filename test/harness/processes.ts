@@ -47,9 +47,14 @@ export function commandLine(pid: number): string | undefined {
   }
 }
 
-/** True while `pid` runs a command line containing `marker` (guards against recycled pids). */
+/**
+ * True while `pid` runs a command line containing `marker` (guards against recycled pids). A
+ * process in the middle of exec (`ip netns exec` becoming the real command) reads an empty
+ * command line for an instant: that counts as running too.
+ */
 export function runs(pid: number, marker: string): boolean {
-  return commandLine(pid)?.includes(marker) ?? false;
+  const line = commandLine(pid);
+  return line !== undefined && (line === "" || line.includes(marker));
 }
 
 /** Polls `check` until it returns true or `timeoutMs` passes; returns whether it succeeded. */

@@ -7,6 +7,8 @@ export class TcpProxy {
   private readonly sockets = new Set<Socket>();
   private readonly target: { host: string; port: number };
   port = 0;
+  /** Connections accepted so far: a stopped client must stop making them. */
+  accepted = 0;
 
   constructor(target: { host: string; port: number }) {
     this.target = target;
@@ -15,6 +17,7 @@ export class TcpProxy {
   /** Starts listening (on the same port again after cut()). */
   async up(): Promise<number> {
     const server = createServer((inbound) => {
+      this.accepted++;
       const outbound = createConnection(this.target);
       for (const s of [inbound, outbound]) {
         this.sockets.add(s);

@@ -246,3 +246,13 @@ describe("LB controller with nftables in a network namespace", () => {
     expect(table).not.toContain("10.1.1.1");
   });
 });
+
+describe("stopping the controller", () => {
+  it("ends its watches and timers: no reconnects after stop (else the process never exits)", async () => {
+    await controller!.stop();
+    controller = undefined;
+    const before = proxy.accepted;
+    await new Promise((r) => setTimeout(r, 2_500));
+    expect(proxy.accepted).toBe(before);
+  });
+});

@@ -27,6 +27,8 @@ export class ClusterWatch implements ClusterView {
   private readonly log: Logger;
 
   private readonly hooks: WatchHooks;
+  private stopped = false;
+  private readonly restarts = new Set<NodeJS.Timeout>();
 
   constructor(kc: KubeConfig, log: Logger, hooks: WatchHooks) {
     this.log = log;
@@ -59,13 +61,18 @@ export class ClusterWatch implements ClusterView {
       hooks.onConnection(true);
     });
     informer.on("error", (err: unknown) => {
+      // stop() aborts the watch, which also ends in an error: that one must not restart it.
+      if (this.stopped) return;
       hooks.onConnection(false);
       this.log.warn({ err, watch: name, retryInMs: backoff }, "watch lost; serving the last known state");
-      setTimeout(() => {
+      const timer = setTimeout(() => {
+        this.restarts.delete(timer);
+        if (this.stopped) return;
         informer
           .start()
           .catch((e: unknown) => this.log.warn({ err: e, watch: name }, "watch restart failed"));
       }, backoff);
+      this.restarts.add(timer);
       backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
     });
   }
@@ -76,6 +83,9 @@ export class ClusterWatch implements ClusterView {
   }
 
   async stop(): Promise<void> {
+    this.stopped = true;
+    for (const t of this.restarts) clearTimeout(t);
+    this.restarts.clear();
     await Promise.all([this.serviceInformer.stop(), this.sliceInformer.stop()]);
   }
 

@@ -221,15 +221,6 @@ function startTimeOf(pid: number): string | undefined {
   }
 }
 
-/**
- * Like `runs`, but a process in the middle of exec counts as running: `ip netns exec` execs the
- * real command, and for that instant /proc/<pid>/cmdline reads empty.
- */
-function stillRuns(pid: number, marker: string): boolean {
-  const line = commandLine(pid);
-  return line !== undefined && (line === "" || line.includes(marker));
-}
-
 function ownerAlive(state: LabState): boolean {
   if (!runs(state.ownerPid, "")) return false;
   return state.ownerStart === undefined || startTimeOf(state.ownerPid) === state.ownerStart;
@@ -282,7 +273,7 @@ function destroyLabNow(state: LabState, stateFile: string): void {
 
 /** Stops the processes (SIGTERM, newest first), then removes namespaces and files. Returns pids it stopped. */
 async function destroyLab(state: LabState, stateFile: string): Promise<number[]> {
-  const stopped = state.processes.filter((p) => stillRuns(p.pid, p.marker)).map((p) => p.pid);
+  const stopped = state.processes.filter((p) => runs(p.pid, p.marker)).map((p) => p.pid);
   for (const p of [...state.processes].reverse()) await stopRecorded(p, 5_000);
   const killed = removeNamespacesNow(state);
   await waitUntil(() => killed.every((pid) => !runs(pid, "")), 5_000, 20);
@@ -530,7 +521,7 @@ export class LabProcess {
   }
 
   running(): boolean {
-    return stillRuns(this.pid, this.marker);
+    return runs(this.pid, this.marker);
   }
 
   /** SIGTERM, then SIGKILL after `graceMs`; resolves once it is gone. */
