@@ -57,7 +57,24 @@ const BOOTSTRAP_FIX = "run scripts/bootstrap.sh (it builds the Kubernetes binari
 
 export class ControlPlaneError extends Error {}
 
+/**
+ * Starts an instance. Free ports are picked before the daemons bind them, so another process can
+ * take one in between; such a lost race is retried with fresh ports (up to three attempts).
+ */
 export async function startControlPlane(opts: ControlPlaneOptions): Promise<ControlPlaneState> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const state = await startOnce(opts);
+      await rm(`${opts.dir}.failed-logs`, { recursive: true, force: true });
+      return state;
+    } catch (err) {
+      const lostRace = err instanceof ControlPlaneError && /address already in use/.test(err.message);
+      if (!lostRace || opts.apiserverPort !== undefined || attempt === 3) throw err;
+    }
+  }
+}
+
+async function startOnce(opts: ControlPlaneOptions): Promise<ControlPlaneState> {
   const host = opts.bindAddress ?? "127.0.0.1";
   const timeout = opts.readyTimeoutMs ?? 90_000;
   const binaries = {
