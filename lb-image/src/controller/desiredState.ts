@@ -1,6 +1,7 @@
 // From Kubernetes objects to the data plane's desired state, as a pure function: Services of type
 // LoadBalancer with our class and an assigned VIP, and the endpoints their EndpointSlices list.
 import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
+import { isIpv4Address } from "@portable-lb/core/config";
 import type { Backend, Scheduler, VirtualService } from "../dataplane/model.ts";
 
 export interface DesiredStateInput {
@@ -23,8 +24,6 @@ export interface DesiredState {
   /** What was left out and why: each becomes a Kubernetes Event and a log line, never a crash. */
   skipped: SkippedItem[];
 }
-
-const IPV4 = /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)){3}$/;
 
 export function isOurs(svc: V1Service, loadBalancerClass: string): boolean {
   return svc.spec?.type === "LoadBalancer" && svc.spec.loadBalancerClass === loadBalancerClass;
@@ -103,7 +102,7 @@ export function desiredState(input: DesiredStateInput): DesiredState {
           const weight = weightOf(ep.conditions);
           if (weight === undefined) continue;
           for (const ip of ep.addresses) {
-            if (!IPV4.test(ip)) {
+            if (!isIpv4Address(ip)) {
               skipped.push({
                 object: nameOf(slice),
                 kind: "EndpointSlice",

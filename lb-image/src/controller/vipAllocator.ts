@@ -7,6 +7,8 @@ import {
   VIP_POOL_ANNOTATION,
   cidrContains,
   cidrRange,
+  isIpv4Address,
+  numberToIpv4,
   type VipPool,
 } from "@portable-lb/core/config";
 import type { SkippedItem } from "./desiredState.ts";
@@ -24,10 +26,6 @@ export interface AllocationResult {
 
 function key(svc: V1Service): string {
   return `${svc.metadata?.namespace ?? ""}/${svc.metadata?.name ?? ""}`;
-}
-
-function numberToIp(n: number): string {
-  return [24, 16, 8, 0].map((s) => Math.floor(n / 2 ** s) % 256).join(".");
 }
 
 function usable(pool: VipPool, ip: string): boolean {
@@ -63,7 +61,7 @@ export function allocate(services: V1Service[], pools: VipPool[]): AllocationRes
     const wanted = requested.length ? requested : current;
     const got: string[] = [];
     for (const ip of wanted) {
-      if (!/^\d{1,3}(\.\d{1,3}){3}$/.test(ip) || ip.split(".").some((o) => Number(o) > 255)) {
+      if (!isIpv4Address(ip)) {
         problem(svc, "InvalidVip", `requested VIP ${JSON.stringify(ip)} is not an IPv4 address`);
       } else if (!poolOf(ip)) {
         problem(
@@ -103,7 +101,7 @@ export function allocate(services: V1Service[], pools: VipPool[]): AllocationRes
     for (const pool of candidates) {
       const { first, last } = cidrRange(pool.cidr);
       for (let n = first; n <= last && !vip; n++) {
-        const ip = numberToIp(n);
+        const ip = numberToIpv4(n);
         if (!taken.has(ip) && usable(pool, ip)) vip = ip;
       }
       if (vip) break;

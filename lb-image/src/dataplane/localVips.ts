@@ -1,7 +1,7 @@
 // VIPs accepted as local addresses in the LB pod (paper Fig. 5.5: `ip route add local VIP dev lo`),
 // so IPVS sees VIP traffic on its input hook. Applied by diff; only addresses inside the VIP pools
 // are ever touched, whatever else the namespace holds.
-import { cidrContains } from "@portable-lb/core/config";
+import { cidrContains, isIpv4Address } from "@portable-lb/core/config";
 import { run } from "./exec.ts";
 
 interface Route {
@@ -24,7 +24,7 @@ export class LocalVips {
     ) as Route[];
     return routes
       .map((r) => r.dst.replace(/\/32$/, ""))
-      .filter((dst) => this.pools.some((p) => /^\d+(\.\d+){3}$/.test(dst) && cidrContains(p, dst)));
+      .filter((dst) => this.pools.some((p) => isIpv4Address(dst) && cidrContains(p, dst)));
   }
 
   /** Makes exactly `vips` (of those in the pools) local; returns how many routes changed. */

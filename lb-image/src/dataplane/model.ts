@@ -34,11 +34,12 @@ export function canonical(services: VirtualService[]): VirtualService[] {
   return [...services]
     .map((s) => ({
       ...s,
-      backends: [...s.backends].sort((a, b) => compareAddr(backendKey(a), backendKey(b))),
+      backends: [...s.backends].sort((a, b) => compareKeys(backendKey(a), backendKey(b))),
     }))
-    .sort((a, b) => compareAddr(serviceKey(a), serviceKey(b)));
+    .sort((a, b) => compareKeys(serviceKey(a), serviceKey(b)));
 }
 
-function compareAddr(a: string, b: string): number {
+/** Plain string order of keys, so every sort of services and backends agrees. */
+export function compareKeys(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }

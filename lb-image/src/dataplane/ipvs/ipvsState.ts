@@ -1,6 +1,13 @@
 // IPVS as `ipvsadm -Sn` shows it: virtual services with scheduler, scheduler flags and real servers.
 // Desired state maps onto it one to one, so diffing two IpvsStates is all the engine needs.
-import { backendKey, canonical, serviceKey, type Scheduler, type VirtualService } from "../model.ts";
+import {
+  backendKey,
+  canonical,
+  compareKeys,
+  serviceKey,
+  type Scheduler,
+  type VirtualService,
+} from "../model.ts";
 
 export type ForwardingMethod = "masq" | "gate" | "ipip";
 
@@ -52,11 +59,7 @@ export function sortIpvs(state: IpvsService[]): IpvsService[] {
     .map((s) => ({
       ...s,
       flags: [...s.flags].sort(),
-      servers: [...s.servers].sort((a, b) => cmp(backendKey(a), backendKey(b))),
+      servers: [...s.servers].sort((a, b) => compareKeys(backendKey(a), backendKey(b))),
     }))
-    .sort((a, b) => cmp(serviceKey(a), serviceKey(b)));
-}
-
-function cmp(a: string, b: string): number {
-  return a < b ? -1 : a > b ? 1 : 0;
+    .sort((a, b) => compareKeys(serviceKey(a), serviceKey(b)));
 }

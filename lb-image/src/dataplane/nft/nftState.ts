@@ -1,7 +1,7 @@
 // nftables as portable-lb programs it: per virtual service, a Maglev lookup table of backends
 // ("slots"). This is also exactly what can be read back from the kernel, so restarts adopt the
 // rules that are there instead of flushing them.
-import { canonical, serviceKey, type VirtualService } from "../model.ts";
+import { canonical, compareKeys, serviceKey, type VirtualService } from "../model.ts";
 import { maglevTable } from "./maglev.ts";
 
 export const NFT_TABLE = "portable_lb";
@@ -28,9 +28,7 @@ export function toNft(desired: VirtualService[]): NftService[] {
 
 /** In toNft's order (by service key), so states compare as values. */
 export function sortNft(services: NftService[]): NftService[] {
-  return [...services].sort((a, b) =>
-    serviceKey(a) < serviceKey(b) ? -1 : serviceKey(a) > serviceKey(b) ? 1 : 0,
-  );
+  return [...services].sort((a, b) => compareKeys(serviceKey(a), serviceKey(b)));
 }
 
 /** Stable chain name suffix per service, e.g. svc_tcp_0a01010a_80. */

@@ -11,6 +11,16 @@ function toNumber(addr: ipaddr.IPv4): number {
   return addr.toByteArray().reduce((acc, byte) => acc * 256 + byte, 0);
 }
 
+/** The address whose 32-bit value is `n` (the inverse of what cidrRange counts in). */
+export function numberToIpv4(n: number): string {
+  return [24, 16, 8, 0].map((s) => Math.floor(n / 2 ** s) % 256).join(".");
+}
+
+/** A dotted-quad IPv4 address (no leading zeros, each part ≤ 255), for values from outside. */
+export function isIpv4Address(s: unknown): s is string {
+  return typeof s === "string" && ipaddr.IPv4.isValidFourPartDecimal(s);
+}
+
 export function cidrRange(cidr: string): Ipv4Range {
   const [addr, bits] = ipaddr.IPv4.parseCIDR(cidr);
   const size = 2 ** (32 - bits);

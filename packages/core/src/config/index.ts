@@ -6,6 +6,9 @@ export {
   cidrsOverlap,
   ipv4Address,
   ipv4Cidr,
+  isIpv4Address,
+  isIpv4Cidr,
+  numberToIpv4,
   type Ipv4Range,
 } from "./cidr.ts";
 export { asn, bfdSchema, bgpTimersSchema, type BfdSettings, type BgpTimerSettings } from "./bgpSettings.ts";
