@@ -5,7 +5,7 @@ const moduleNameMapper = {
   // tsc rewrites our relative ".ts" imports to ".js" (rewriteRelativeImportExtensions); map them back.
   "^(\\.{1,2}/.*)\\.js$": "$1",
   "^@portable-lb/(core|providers)$": "<rootDir>/packages/$1/src/index.ts",
-  "^@portable-lb/core/config$": "<rootDir>/packages/core/src/config/index.ts",
+  "^@portable-lb/core/(config|bgp)$": "<rootDir>/packages/core/src/$1/index.ts",
   "^@portable-lb/lb-image$": "<rootDir>/lb-image/src/index.ts",
 };
 

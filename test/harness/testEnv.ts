@@ -1,4 +1,5 @@
 // How integration tests find the run's shared control plane.
+import { KubeConfig } from "@kubernetes/client-node";
 import type { ControlPlaneState } from "./controlPlane.ts";
 
 export const TEST_ENV = {
@@ -16,4 +17,12 @@ export function testKubeconfig(): string {
       `${TEST_ENV.kubeconfig} is not set: run integration tests through Jest's integration project`,
     );
   return path;
+}
+
+/** The run's admin KubeConfig; with `server`, pointed there instead (a proxy the test can cut). */
+export function testKubeConfig(server?: string): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromFile(testKubeconfig());
+  if (server) kc.clusters = kc.clusters.map((c) => ({ ...c, server }));
+  return kc;
 }

@@ -5,6 +5,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { ipvsDiff } from "../../lb-image/src/dataplane/ipvs/ipvsDiff.ts";
 import { formatSave, parseSave } from "../../lb-image/src/dataplane/ipvs/ipvsadmSave.ts";
+import { parseStats } from "../../lb-image/src/dataplane/ipvs/ipvsadmStats.ts";
 import { toIpvs } from "../../lb-image/src/dataplane/ipvs/ipvsState.ts";
 import type { VirtualService } from "../../lb-image/src/dataplane/model.ts";
 import { simulate } from "../../lb-image/src/dataplane/ipvs/testing/ipvsSimulator.ts";
@@ -69,6 +70,8 @@ describe("IPVS engine on a real kernel (QEMU guest)", () => {
       `${lb} ${ipvsadm} -R < ${GUEST_TEST_DIR}/batch1`,
       `echo "== save1"; ${lb} ${ipvsadm} -S -n; echo "== end"`,
       `echo "== traffic"; ${curl(80, 9)}; ${curl(81, 4)}; ${curl(82, 6)}; echo "== end"`,
+      // The kernel folds its per-CPU counters into what ipvsadm reads every 2 s (the estimator).
+      `sleep 5; echo "== stats"; ${lb} ${ipvsadm} -L -n --stats --exact; echo "== end"`,
       `${lb} ${ipvsadm} -R < ${GUEST_TEST_DIR}/batch2`,
       `echo "== save2"; ${lb} ${ipvsadm} -S -n; echo "== end"`,
       `echo "== list"; ${lb} ${ipvsadm} -L -n; echo "== end"`,
@@ -102,6 +105,17 @@ describe("IPVS engine on a real kernel (QEMU guest)", () => {
     for (const b of [b1, b2]) expect(pages.slice(9, 13).some((p) => p.includes(b))).toBe(true);
     // mh: every answer comes from one of its three backends.
     for (const p of pages.slice(13)) expect([b1, b2, b3].some((b) => p.includes(b))).toBe(true);
+  });
+
+  it("counts each service's connections in the kernel's stats, as the metrics read them", () => {
+    expect(parseStats(section("stats"))).toEqual(
+      [80, 81, 82].map((port, i) => ({
+        protocol: "tcp",
+        vip: topo.vip,
+        port,
+        connections: [9, 4, 6][i],
+      })),
+    );
   });
 
   it("shows the drained backend with weight 0 and the new scheduler in ipvsadm -Ln", () => {

@@ -2,15 +2,16 @@
 // (client -> LB -> three HTTP backends answering with their own name), and the real controller
 // programming nftables in the LB namespace. Services and EndpointSlices are made through the API
 // the way the EndpointSlice controller would make them.
-import { CoreV1Api, DiscoveryV1Api, KubeConfig, type V1EndpointSlice } from "@kubernetes/client-node";
+import { CoreV1Api, DiscoveryV1Api, type V1EndpointSlice } from "@kubernetes/client-node";
 import { lbConfigSchema } from "@portable-lb/core/config";
 import { pino } from "pino";
 import { startController, type RunningController } from "../../lb-image/src/controller/controller.ts";
-import { NetnsLab, type LabNamespace } from "../harness/netns/netnsLab.ts";
-import { httpHistogram, startHttpEcho } from "../harness/netns/httpClient.ts";
-import { waitUntil } from "../harness/processes.ts";
+import { gatewayLab, spreadOver } from "../harness/netns/gatewayLab.ts";
+import { httpHistogram } from "../harness/netns/httpClient.ts";
+import type { LabNamespace, NetnsLab } from "../harness/netns/netnsLab.ts";
+import { settle } from "../harness/settle.ts";
 import { TcpProxy } from "../harness/tcpProxy.ts";
-import { testKubeconfig } from "../harness/testEnv.ts";
+import { testKubeConfig } from "../harness/testEnv.ts";
 
 const NS = `lbtest-${process.pid}`;
 const config = lbConfigSchema.parse({
@@ -22,8 +23,7 @@ const config = lbConfigSchema.parse({
 });
 const BACKENDS = ["b1", "b2", "b3"].map((name, i) => ({ name, ip: `10.244.0.${11 + i}` }));
 
-const adminKc = new KubeConfig();
-adminKc.loadFromFile(testKubeconfig());
+const adminKc = testKubeConfig();
 const core = adminKc.makeApiClient(CoreV1Api);
 const discovery = adminKc.makeApiClient(DiscoveryV1Api);
 
@@ -33,19 +33,10 @@ let lbNs: LabNamespace;
 let proxy: TcpProxy;
 let controller: RunningController | undefined;
 
-/** The controller's kubeconfig: the admin one, but through the proxy the test can cut. */
-function controllerKubeconfig(): KubeConfig {
-  const kc = new KubeConfig();
-  kc.loadFromFile(testKubeconfig());
-  const cluster = kc.getCurrentCluster()!;
-  kc.clusters = [{ ...cluster, server: `https://127.0.0.1:${proxy.port}` }];
-  return kc;
-}
-
 async function start(identity = "lb-1"): Promise<RunningController> {
   return startController({
     config,
-    kubeconfig: controllerKubeconfig(),
+    kubeconfig: testKubeConfig(`https://127.0.0.1:${proxy.port}`),
     log: pino({ level: "warn" }),
     namespace: NS,
     identity,
@@ -82,32 +73,19 @@ async function vip(): Promise<string | undefined> {
 }
 
 /** Backend names answering 60 fresh connections to the VIP. */
-async function spread(address: string): Promise<{ counts: Record<string, number>; failures: number }> {
-  const h = await httpHistogram(client, `http://${address}/`, {
-    count: 60,
-    by: "name",
-    requestTimeoutMs: 2_000,
-  });
-  return { counts: h.counts, failures: h.failures };
-}
-
-async function settle(check: () => Promise<boolean> | boolean): Promise<void> {
-  expect(await waitUntil(check, 20_000, 200)).toBe(true);
-}
+const spread = (address: string) => spreadOver(client, `http://${address}/`);
 
 beforeAll(async () => {
-  lab = await NetnsLab.create("lbctl");
-  client = await lab.namespace("client");
-  lbNs = await lab.namespace("lb", { forwarding: true });
-  await lab.link(client, lbNs, { a: "10.10.0.2/24", b: "10.10.0.1/24" });
-  await client.defaultRoute("10.10.0.1");
-  const pods = await lab.bridge(lbNs, "pods", "10.244.0.1/24");
-  for (const b of BACKENDS) {
-    const ns = await lab.namespace(b.name);
-    await lab.attach(pods, ns, `${b.ip}/24`, "eth0");
-    await ns.defaultRoute("10.244.0.1");
-    await startHttpEcho(ns, { port: 8080, name: b.name });
-  }
+  ({
+    lab,
+    client,
+    gateway: lbNs,
+  } = await gatewayLab("lbctl", {
+    gateway: "lb",
+    clientNet: "10.10.0",
+    bridge: { name: "pods", address: "10.244.0.1/24" },
+    hosts: BACKENDS,
+  }));
   proxy = new TcpProxy({
     host: "127.0.0.1",
     port: Number(new URL(process.env.PORTABLE_LB_TEST_SERVER!).port),

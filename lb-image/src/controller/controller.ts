@@ -2,11 +2,18 @@
 // engine, HTTP endpoints. Used by main.ts in the pod and by tests in-process.
 import { CoordinationV1Api, CoreV1Api, type KubeConfig } from "@kubernetes/client-node";
 import type { LbConfig } from "@portable-lb/core/config";
+import { readFileSync } from "node:fs";
 import type { Server } from "node:http";
+import { join } from "node:path";
 import type { Logger } from "pino";
+import { SessionMonitor } from "../bgp/sessionMonitor.ts";
+import { SpeakerControl } from "../bgp/speakerControl.ts";
 import { chooseEngine } from "../dataplane/chooseEngine.ts";
 import type { DataPlaneEngine } from "../dataplane/engine.ts";
+import { withPrefix } from "../dataplane/exec.ts";
 import { LocalVips } from "../dataplane/localVips.ts";
+import { HealthChecker } from "../health/healthChecker.ts";
+import { probe, type Probe } from "../health/probe.ts";
 import { ClusterWatch } from "./clusterWatch.ts";
 import { EventSink } from "./eventSink.ts";
 import { startHttpServer } from "./httpServer.ts";
@@ -16,6 +23,27 @@ import { Reconciler } from "./reconciler.ts";
 import { statusWriter } from "./statusWriter.ts";
 
 export const ALLOCATOR_LEASE = "portable-lb-allocator";
+const DRAIN_WITHDRAW_TIMEOUT_MS = 15_000;
+
+function bgpSpeaker(o: ControllerOptions): SpeakerControl | undefined {
+  const bgp = o.config.bgp;
+  if (o.config.routingMode !== "bgp" || !bgp || !o.speaker) return undefined;
+  return new SpeakerControl({
+    base: {
+      routerId: o.speaker.podIp,
+      asn: bgp.asn,
+      routeReflectors: bgp.routeReflectors,
+      nextHop: o.speaker.nodeIp,
+      bfd: bgp.bfd,
+      timers: bgp.timers,
+      gracefulRestartS: bgp.gracefulRestartS,
+      ...(bgp.passwordFile && { password: readFileSync(bgp.passwordFile, "utf8").trim() }),
+    },
+    runDir: o.speaker.runDir,
+    ...(o.speaker.bird && { bird: o.speaker.bird }),
+    ...(o.speaker.birdc && { birdc: o.speaker.birdc }),
+  });
+}
 
 export interface ControllerOptions {
   config: LbConfig;
@@ -27,7 +55,17 @@ export interface ControllerOptions {
   /** Run the kernel tools through a prefix (e.g. `ip netns exec NS`); in the pod, none. */
   commandPrefix?: string[];
   engine?: DataPlaneEngine;
+  /** How active health checks reach backends; by default from this process's network namespace. */
+  probe?: Probe;
   leaseTiming?: LeaseTiming;
+  /** BGP mode: this pod's and its node's addresses, and where BIRD's config and socket live. */
+  speaker?: {
+    podIp: string;
+    nodeIp: string;
+    runDir: string;
+    bird?: [string, ...string[]];
+    birdc?: [string, ...string[]];
+  };
   /** Where the HTTP endpoints listen; the config's health port by default, 0 for any. */
   httpPort?: number;
   httpHost?: string;
@@ -39,11 +77,6 @@ export interface RunningController {
   server: Server;
   elector: LeaderElector;
   stop(): Promise<void>;
-}
-
-function withPrefix(prefix: string[], tool: string): [string, ...string[]] {
-  const [first = tool, ...rest] = [...prefix, tool];
-  return [first, ...rest];
 }
 
 export async function startController(o: ControllerOptions): Promise<RunningController> {
@@ -77,6 +110,32 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
     onChange: () => reconciler.trigger(),
     onConnection: (up) => metrics.apiConnected.set(up ? 1 : 0),
   });
+  const health = new HealthChecker({
+    probe: o.probe ?? probe,
+    onChange: () => reconciler.trigger(),
+    log: o.log,
+    onResult: (ok) => metrics.healthChecks.inc({ result: ok ? "pass" : "fail" }),
+  });
+  metrics.observeUnhealthy(() => health.unhealthyCount());
+  metrics.observeVipConnections(() => engine.counters());
+  const speaker = bgpSpeaker(o);
+  const sessions =
+    speaker &&
+    new SessionMonitor({
+      socket: join(o.speaker!.runDir, "bird.ctl"),
+      peerOf: (session) => o.config.bgp!.routeReflectors[Number(session.split("_")[1]) - 1] ?? session,
+      registry: metrics.registry,
+      ...(o.speaker!.birdc && { birdc: o.speaker!.birdc }),
+      onDrop: (peer, info) =>
+        void events.report([
+          {
+            object: `${o.namespace}/${o.identity}`,
+            kind: "Pod",
+            reason: "BGPSessionDown",
+            message: `BGP session to route reflector ${peer} went down (${info}); its routes to this pod's VIPs are withdrawn until it is back`,
+          },
+        ]),
+    });
   const reconciler = new Reconciler({
     config: o.config,
     view: watch,
@@ -90,14 +149,27 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
     report: (problems) => events.report(problems),
     writeStatus: statusWriter(core),
     isLeader: () => elector.isLeader,
+    health,
+    ...(speaker && { announce: (vips: string[]) => speaker.announce(vips) }),
   });
+  // In the pod, Prometheus scrapes the metrics port and the kubelet probes the health port; a test
+  // that picks its own port gets everything there.
+  const metricsServer =
+    o.httpPort === undefined
+      ? await startHttpServer(o.config.ports.metrics, undefined, metrics.registry, o.httpHost)
+      : undefined;
   const server = await startHttpServer(
     o.httpPort ?? o.config.ports.health,
-    { ready: () => reconciler.applied, drain: () => Promise.resolve() },
+    {
+      ready: () => reconciler.applied,
+      // Within the pod's grace period, leaving time to drain established connections afterwards.
+      drain: () => speaker?.drain(DRAIN_WITHDRAW_TIMEOUT_MS) ?? Promise.resolve(),
+    },
     metrics.registry,
     o.httpHost,
   );
   elector.start();
+  sessions?.start();
   await watch.start();
   return {
     reconciler,
@@ -106,9 +178,12 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
     elector,
     async stop() {
       reconciler.stop();
+      health.stop();
+      sessions?.stop();
       await elector.stop();
       await watch.stop();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const s of [server, metricsServer])
+        if (s) await new Promise<void>((resolve) => s.close(() => resolve()));
     },
   };
 }

@@ -1,4 +1,5 @@
-import { desiredState } from "./desiredState.ts";
+import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
+import { desiredState, type DesiredStateCache } from "./desiredState.ts";
 import { CLASS, lbService, slice } from "./testing/k8sObjects.ts";
 
 const run = (
@@ -26,6 +27,7 @@ describe("desiredState", () => {
         },
       ],
       skipped: [],
+      healthTargets: [],
     });
   });
 
@@ -98,5 +100,91 @@ describe("desiredState", () => {
       ["EndpointSlice", "default/web-abc", "InvalidAddress"],
       ["Service", "default/web", "UnsupportedProtocol"],
     ]);
+  });
+
+  describe("active health checks", () => {
+    const checked = (annotation: string) =>
+      lbService("web", { vips: ["10.1.1.10"], annotations: { "portable-lb.io/health-check": annotation } });
+    const three = slice("web", [
+      { ip: "10.244.1.5" },
+      { ip: "10.244.1.6" },
+      { ip: "10.244.1.7", ready: false, serving: true, terminating: true },
+    ]);
+    const withDown = (down: string[]) =>
+      desiredState({
+        services: [checked("http:/healthz fall=2")],
+        slices: [three],
+        loadBalancerClass: CLASS,
+        scheduler: "mh",
+        isUnhealthy: (t) => down.includes(t.ip),
+      });
+
+    it("asks to check the ready endpoints only, with the Service's spec", () => {
+      const out = withDown([]);
+      expect(out.healthTargets.map((t) => `${t.ip}:${t.port}`)).toEqual([
+        "10.244.1.5:8080",
+        "10.244.1.6:8080",
+      ]);
+      expect(out.healthTargets[0]!.spec).toEqual({
+        kind: "http",
+        path: "/healthz",
+        intervalMs: 2000,
+        timeoutMs: 1000,
+        fall: 2,
+        rise: 2,
+      });
+    });
+
+    it("drains a ready endpoint that fails its checks (weight 0), like a terminating one", () => {
+      expect(withDown(["10.244.1.5"]).services[0]!.backends.map((b) => [b.ip, b.weight])).toEqual([
+        ["10.244.1.5", 0],
+        ["10.244.1.6", 1],
+        ["10.244.1.7", 0],
+      ]);
+    });
+
+    it("fails open when every ready endpoint fails: the checks are ignored", () => {
+      expect(withDown(["10.244.1.5", "10.244.1.6"]).services[0]!.backends.map((b) => b.weight)).toEqual([
+        1, 1, 0,
+      ]);
+    });
+
+    it("reports a bad annotation and serves without checks", () => {
+      const out = run([checked("icmp")], [three]);
+      expect(out.services[0]!.backends.map((b) => b.weight)).toEqual([1, 1, 0]);
+      expect(out.healthTargets).toEqual([]);
+      expect(out.skipped).toEqual([
+        {
+          object: "default/web",
+          kind: "Service",
+          reason: "InvalidHealthCheck",
+          message:
+            'annotation portable-lb.io/health-check: "icmp" is not a check; use "tcp" or "http:/path" (got "icmp"); serving without active checks',
+        },
+      ]);
+    });
+  });
+});
+
+describe("desiredState with a cache", () => {
+  const services = [lbService("a", { vips: ["10.1.1.1"] }), lbService("b", { vips: ["10.1.1.2"] })];
+  const sliceA = slice("a", [{ ip: "10.244.1.1" }]);
+  const withCache = (cache: DesiredStateCache, svcs: V1Service[], slices: V1EndpointSlice[]) =>
+    desiredState({ services: svcs, slices, loadBalancerClass: CLASS, scheduler: "mh", cache });
+
+  it("gives what a fresh computation gives, rebuilding only the ports whose slices changed", () => {
+    const cache: DesiredStateCache = new Map();
+    const first = withCache(cache, services, [sliceA, slice("b", [{ ip: "10.244.1.2" }])]);
+    const changedB = slice("b", [{ ip: "10.244.1.3" }, { ip: "not-an-ip" }]);
+    const second = withCache(cache, services, [sliceA, changedB]);
+    expect(second).toEqual(run(services, [sliceA, changedB]));
+    expect(second.services[0]!.backends).toBe(first.services[0]!.backends);
+    expect(second.services[1]!.backends).not.toBe(first.services[1]!.backends);
+
+    // A cached port repeats its problems (they are reported every run); gone Services leave the cache.
+    const third = withCache(cache, [services[1]!], [sliceA, changedB]);
+    expect(third.skipped).toEqual(second.skipped);
+    expect(third.skipped.map((s) => s.reason)).toEqual(["InvalidAddress"]);
+    expect([...cache.keys()]).toEqual(["default/b|http|tcp"]);
   });
 });

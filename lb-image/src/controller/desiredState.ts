@@ -1,20 +1,42 @@
 // From Kubernetes objects to the data plane's desired state, as a pure function: Services of type
 // LoadBalancer with our class and an assigned VIP, and the endpoints their EndpointSlices list.
 import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
-import { isIpv4Address } from "@portable-lb/core/config";
+import {
+  HEALTH_CHECK_ANNOTATION,
+  isIpv4Address,
+  parseHealthCheck,
+  type HealthCheckSpec,
+} from "@portable-lb/core/config";
+import { sameItems } from "../common/sameItems.ts";
 import type { Backend, Scheduler, VirtualService } from "../dataplane/model.ts";
+import type { HealthTarget } from "../health/healthState.ts";
 
 export interface DesiredStateInput {
   services: V1Service[];
   slices: V1EndpointSlice[];
   loadBalancerClass: string;
   scheduler: Scheduler;
+  /** Active health-check verdicts (see health/); without it every backend counts as healthy. */
+  isUnhealthy?: (target: HealthTarget) => boolean;
+  /** Carried from one call to the next: ports whose slices are the same objects are not rebuilt. */
+  cache?: DesiredStateCache;
 }
+
+/**
+ * Per Service port (`ns/name|port name|protocol`): the slices its backends were built from, the
+ * backends and the problems found. The watch caches replace an object on every change, so the
+ * same slice objects mean the same backends; with thousands of Services, one change then costs
+ * one port's rebuild instead of every endpoint's. The `backends` arrays are shared, never mutated.
+ */
+export type DesiredStateCache = Map<
+  string,
+  { slices: V1EndpointSlice[]; backends: Backend[]; skipped: SkippedItem[] }
+>;
 
 export interface SkippedItem {
   /** namespace/name of the object the problem is reported on. */
   object: string;
-  kind: "Service" | "EndpointSlice";
+  kind: "Service" | "EndpointSlice" | "Pod";
   reason: string;
   message: string;
 }
@@ -23,6 +45,8 @@ export interface DesiredState {
   services: VirtualService[];
   /** What was left out and why: each becomes a Kubernetes Event and a log line, never a crash. */
   skipped: SkippedItem[];
+  /** The backends Services ask to be actively checked. */
+  healthTargets: HealthTarget[];
 }
 
 export function isOurs(svc: V1Service, loadBalancerClass: string): boolean {
@@ -45,8 +69,94 @@ function weightOf(
   return undefined;
 }
 
+function healthCheckOf(svc: V1Service, skipped: SkippedItem[]): HealthCheckSpec | undefined {
+  const value = svc.metadata?.annotations?.[HEALTH_CHECK_ANNOTATION];
+  if (value === undefined) return undefined;
+  try {
+    return parseHealthCheck(value);
+  } catch (err) {
+    skipped.push({
+      object: nameOf(svc),
+      kind: "Service",
+      reason: "InvalidHealthCheck",
+      message: `annotation ${HEALTH_CHECK_ANNOTATION}: ${(err as Error).message} (got ${JSON.stringify(value)}); serving without active checks`,
+    });
+    return undefined;
+  }
+}
+
+/**
+ * Ready backends failing their active checks drain like terminating ones (weight 0). When all of
+ * a port's ready backends fail, the checks are ignored (fail open, as Envoy's panic threshold):
+ * more likely the probes are blocked than every backend down, and dropping all traffic would turn
+ * a probe problem into an outage.
+ */
+function applyHealth(
+  backends: Backend[],
+  spec: HealthCheckSpec | undefined,
+  input: DesiredStateInput,
+  targets: HealthTarget[],
+): Backend[] {
+  if (!spec) return backends;
+  const ready = backends.filter((b) => b.weight > 0).map((b) => ({ ip: b.ip, port: b.port, spec }));
+  targets.push(...ready);
+  const down = new Set(ready.filter((t) => input.isUnhealthy?.(t)).map((t) => `${t.ip}:${t.port}`));
+  if (down.size === 0 || down.size === ready.length) return backends;
+  return backends.map((b) => (down.has(`${b.ip}:${b.port}`) ? { ...b, weight: 0 } : b));
+}
+
+/** The backends the slices give one Service port, and what was wrong with them. */
+function backendsOf(
+  slices: V1EndpointSlice[],
+  portName: string | undefined,
+  protocol: string,
+): { backends: Backend[]; skipped: SkippedItem[] } {
+  const skipped: SkippedItem[] = [];
+  const backends = new Map<string, Backend>();
+  for (const slice of slices) {
+    // Slice ports match Service ports by name (kube-proxy's rule); unnamed ports are "".
+    const target = (slice.ports ?? []).find(
+      (p) => (p.name ?? "") === (portName ?? "") && (p.protocol ?? "TCP").toLowerCase() === protocol,
+    );
+    if (!target) continue;
+    if (!Number.isInteger(target.port) || target.port! < 1 || target.port! > 65535) {
+      skipped.push({
+        object: nameOf(slice),
+        kind: "EndpointSlice",
+        reason: "InvalidPort",
+        message: `port ${JSON.stringify(target.port)} is not a valid port`,
+      });
+      continue;
+    }
+    for (const ep of slice.endpoints ?? []) {
+      const weight = weightOf(ep.conditions);
+      if (weight === undefined) continue;
+      for (const ip of ep.addresses) {
+        if (!isIpv4Address(ip)) {
+          skipped.push({
+            object: nameOf(slice),
+            kind: "EndpointSlice",
+            reason: "InvalidAddress",
+            message: `endpoint address ${JSON.stringify(ip)} is not an IPv4 address; skipped`,
+          });
+          continue;
+        }
+        const key = `${ip}:${target.port}`;
+        // The same endpoint in two slices (during a slice rebalance): ready wins over draining.
+        const weightNow = Math.max(weight, backends.get(key)?.weight ?? 0);
+        backends.set(key, { ip, port: target.port!, weight: weightNow });
+      }
+    }
+  }
+  return { backends: [...backends.values()], skipped };
+}
+
 export function desiredState(input: DesiredStateInput): DesiredState {
   const skipped: SkippedItem[] = [];
+  // Refilled with this call's entries only, so deleted Services and ports do not linger.
+  const previous = input.cache && new Map(input.cache);
+  input.cache?.clear();
+  const healthTargets: HealthTarget[] = [];
   const slicesByService = new Map<string, V1EndpointSlice[]>();
   for (const slice of input.slices) {
     const svcName = slice.metadata?.labels?.["kubernetes.io/service-name"];
@@ -62,6 +172,7 @@ export function desiredState(input: DesiredStateInput): DesiredState {
       .map((i) => i.ip)
       .filter((ip): ip is string => !!ip);
     if (vips.length === 0) continue; // not allocated yet; the allocator reports its own problems
+    const check = healthCheckOf(svc, skipped);
     for (const port of svc.spec?.ports ?? []) {
       const protocol = (port.protocol ?? "TCP").toLowerCase();
       if (protocol !== "tcp" && protocol !== "udp") {
@@ -82,52 +193,24 @@ export function desiredState(input: DesiredStateInput): DesiredState {
         });
         continue;
       }
-      const backends = new Map<string, Backend>();
-      for (const slice of slicesByService.get(nameOf(svc)) ?? []) {
-        // Slice ports match Service ports by name (kube-proxy's rule); unnamed ports are "".
-        const target = (slice.ports ?? []).find(
-          (p) => (p.name ?? "") === (port.name ?? "") && (p.protocol ?? "TCP").toLowerCase() === protocol,
-        );
-        if (!target) continue;
-        if (!Number.isInteger(target.port) || target.port! < 1 || target.port! > 65535) {
-          skipped.push({
-            object: nameOf(slice),
-            kind: "EndpointSlice",
-            reason: "InvalidPort",
-            message: `port ${JSON.stringify(target.port)} is not a valid port`,
-          });
-          continue;
-        }
-        for (const ep of slice.endpoints ?? []) {
-          const weight = weightOf(ep.conditions);
-          if (weight === undefined) continue;
-          for (const ip of ep.addresses) {
-            if (!isIpv4Address(ip)) {
-              skipped.push({
-                object: nameOf(slice),
-                kind: "EndpointSlice",
-                reason: "InvalidAddress",
-                message: `endpoint address ${JSON.stringify(ip)} is not an IPv4 address; skipped`,
-              });
-              continue;
-            }
-            const key = `${ip}:${target.port}`;
-            // The same endpoint in two slices (during a slice rebalance): ready wins over draining.
-            const weightNow = Math.max(weight, backends.get(key)?.weight ?? 0);
-            backends.set(key, { ip, port: target.port!, weight: weightNow });
-          }
-        }
-      }
+      const slices = slicesByService.get(nameOf(svc)) ?? [];
+      const memoKey = `${nameOf(svc)}|${port.name ?? ""}|${protocol}`;
+      let built = previous?.get(memoKey);
+      if (!built || !sameItems(built.slices, slices))
+        built = { slices, ...backendsOf(slices, port.name, protocol) };
+      input.cache?.set(memoKey, built);
+      skipped.push(...built.skipped);
+      const checked = applyHealth(built.backends, check, input, healthTargets);
       for (const vip of vips) {
         services.push({
           vip,
           port: port.port,
           protocol: protocol,
           scheduler: input.scheduler,
-          backends: [...backends.values()],
+          backends: checked,
         });
       }
     }
   }
-  return { services, skipped };
+  return { services, skipped, healthTargets };
 }

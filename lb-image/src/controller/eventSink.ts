@@ -1,4 +1,4 @@
-// Problems with users' objects become Kubernetes Events on those objects (what `kubectl describe`
+// Problems with users' objects (and the LB pod's own, such as a dropped BGP session) become Kubernetes Events on those objects (what `kubectl describe`
 // shows), once per distinct problem: a reconcile loop must not flood the API with repeats.
 import type { CoreV1Api } from "@kubernetes/client-node";
 import type { Logger } from "pino";
@@ -36,7 +36,7 @@ export class EventSink {
               kind: item.kind,
               namespace,
               name,
-              apiVersion: item.kind === "Service" ? "v1" : "discovery.k8s.io/v1",
+              apiVersion: item.kind === "EndpointSlice" ? "discovery.k8s.io/v1" : "v1",
             },
             reason: item.reason,
             message: item.message,

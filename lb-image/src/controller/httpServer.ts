@@ -10,9 +10,10 @@ export interface HealthState {
   drain(): Promise<void>;
 }
 
+/** Serves the health endpoints and /metrics; with `state` undefined, /metrics only. */
 export function startHttpServer(
   port: number,
-  state: HealthState,
+  state: HealthState | undefined,
   registry: Registry,
   host = "0.0.0.0",
 ): Promise<Server> {
@@ -22,16 +23,17 @@ export function startHttpServer(
       res.writeHead(code, { "content-type": type });
       res.end(body);
     };
+    if (!state && req.url !== LB_HTTP_PATHS.metrics) return send(404, "not found\n");
     switch (req.url) {
       case LB_HTTP_PATHS.healthz:
         return send(200, "ok\n");
       case LB_HTTP_PATHS.readyz:
-        return state.ready() && !draining
+        return state!.ready() && !draining
           ? send(200, "ok\n")
           : send(503, draining ? "draining\n" : "not ready\n");
       case LB_HTTP_PATHS.prestop:
         draining = true;
-        return void state.drain().then(
+        return void state!.drain().then(
           () => send(200, "drained\n"),
           (err: unknown) => send(500, `${String(err)}\n`),
         );

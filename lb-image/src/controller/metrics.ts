@@ -1,5 +1,6 @@
 // Prometheus metrics of the controller (served on /metrics).
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom-client";
+import type { VipCounter } from "../dataplane/model.ts";
 
 export class ControllerMetrics {
   readonly registry = new Registry();
@@ -35,6 +36,11 @@ export class ControllerMetrics {
     help: "VIPs served by this LB pod",
     registers: [this.registry],
   });
+  readonly announcedVips = new Gauge({
+    name: "portable_lb_announced_vips",
+    help: "VIPs this LB pod announces over BGP (0 while draining or in cloud-routes mode)",
+    registers: [this.registry],
+  });
   readonly skipped = new Counter({
     name: "portable_lb_skipped_total",
     help: "Objects or parts left out because of bad input",
@@ -52,7 +58,54 @@ export class ControllerMetrics {
     registers: [this.registry],
   });
 
+  readonly counterReadErrors = new Counter({
+    name: "portable_lb_counter_read_errors_total",
+    help: "Scrapes that could not read the kernel's per-VIP counters",
+    registers: [this.registry],
+  });
+  readonly healthChecks = new Counter({
+    name: "portable_lb_health_checks_total",
+    help: "Active health checks of backends, by result",
+    labelNames: ["result"],
+    registers: [this.registry],
+  });
+
   constructor() {
     collectDefaultMetrics({ register: this.registry });
+  }
+
+  /**
+   * Connections per VIP:port from the kernel's counters, read once per scrape. A failed read is
+   * counted and the scrape goes on without these series.
+   */
+  observeVipConnections(read: () => Promise<VipCounter[]>): void {
+    const errors = this.counterReadErrors;
+    new Counter({
+      name: "portable_lb_vip_connections_total",
+      help: "Connections each VIP:port has taken since its rules were made (kernel counters)",
+      labelNames: ["vip", "port", "protocol"],
+      registers: [this.registry],
+      async collect() {
+        this.reset();
+        try {
+          for (const c of await read())
+            this.inc({ vip: c.vip, port: String(c.port), protocol: c.protocol }, c.connections);
+        } catch {
+          errors.inc();
+        }
+      },
+    });
+  }
+
+  /** Backends failing their active checks, read at scrape time. */
+  observeUnhealthy(count: () => number): void {
+    new Gauge({
+      name: "portable_lb_backends_unhealthy",
+      help: "Backends failing their active health checks (drained: weight 0)",
+      registers: [this.registry],
+      collect() {
+        this.set(count());
+      },
+    });
   }
 }

@@ -7,9 +7,13 @@ import type { LbConfig } from "@portable-lb/core/config";
 import type { Logger } from "pino";
 import type { DataPlaneEngine } from "../dataplane/engine.ts";
 import type { LocalVips } from "../dataplane/localVips.ts";
-import { desiredState, isOurs, type SkippedItem } from "./desiredState.ts";
+import { desiredState, isOurs, type DesiredStateCache, type SkippedItem } from "./desiredState.ts";
 import type { ControllerMetrics } from "./metrics.ts";
 import { allocate, type Allocation } from "./vipAllocator.ts";
+import { announcedVips } from "../bgp/announcements.ts";
+import { CoalescingRunner } from "../common/coalescingRunner.ts";
+import { sameItems } from "../common/sameItems.ts";
+import type { HealthChecker } from "../health/healthChecker.ts";
 
 export interface ClusterView {
   synced(): boolean;
@@ -28,53 +32,45 @@ export interface ReconcilerDeps {
   /** Writes allocations into Service status; only the elected allocator has one. */
   writeStatus?: (svc: V1Service, vips: string[]) => Promise<void>;
   isLeader: () => boolean;
+  /** Active health checks; the reconciler tells it what to check and reads its verdicts. */
+  health?: HealthChecker;
+  /** BGP mode: announces the VIPs the data plane can serve now (see bgp/announcements.ts). */
+  announce?: (vips: string[]) => Promise<unknown>;
   retryMs?: number;
 }
 
 export class Reconciler {
   private readonly d: ReconcilerDeps;
-  private running = false;
-  private again = false;
-  private pendingSince: number | undefined;
-  private retry: NodeJS.Timeout | undefined;
+  private readonly runner: CoalescingRunner;
   /** True once the kernel holds a full desired state (readiness). */
   applied = false;
+  /** Carried between runs: with thousands of Services, a run rebuilds only what changed. */
+  private readonly desiredCache: DesiredStateCache = new Map();
+  /** The Services the last complete allocation ran on (all its writes done), and its problems. */
+  private allocated: { services: V1Service[]; problems: SkippedItem[] } | undefined;
 
   constructor(deps: ReconcilerDeps) {
     this.d = deps;
+    this.runner = new CoalescingRunner(
+      () => this.reconcileOnce(),
+      {
+        onSuccess: (since) => this.d.metrics.reconcileSeconds.observe((performance.now() - since) / 1000),
+        onError: (err) => {
+          this.d.metrics.reconcileErrors.inc();
+          this.d.log.error({ err }, "reconcile failed; the last good rules stay in place");
+        },
+      },
+      deps.retryMs,
+    );
   }
 
   /** Asks for a run; many calls before it starts make one run. */
   trigger(): void {
-    this.pendingSince ??= performance.now();
-    if (this.running) {
-      this.again = true;
-      return;
-    }
-    this.running = true;
-    setImmediate(() => void this.loop());
+    this.runner.trigger();
   }
 
   stop(): void {
-    if (this.retry) clearTimeout(this.retry);
-  }
-
-  private async loop(): Promise<void> {
-    do {
-      this.again = false;
-      const since = this.pendingSince ?? performance.now();
-      this.pendingSince = undefined;
-      try {
-        await this.reconcileOnce();
-        this.d.metrics.reconcileSeconds.observe((performance.now() - since) / 1000);
-      } catch (err) {
-        this.d.metrics.reconcileErrors.inc();
-        this.d.log.error({ err }, "reconcile failed; the last good rules stay in place");
-        if (this.retry) clearTimeout(this.retry);
-        this.retry = setTimeout(() => this.trigger(), this.d.retryMs ?? 1_000);
-      }
-    } while (this.again);
-    this.running = false;
+    this.runner.stop();
   }
 
   async reconcileOnce(): Promise<void> {
@@ -83,23 +79,34 @@ export class Reconciler {
     const ours = view.services().filter((s) => isOurs(s, config.loadBalancerClass));
     const problems: SkippedItem[] = [];
     if (this.d.isLeader() && this.d.writeStatus) {
-      const result = allocate(ours, config.vipPools);
-      problems.push(...result.problems);
-      await this.writeAllocations(ours, result.allocations);
+      // Allocation depends on the Services alone: when none changed, it would write nothing new.
+      if (!this.allocated || !sameItems(this.allocated.services, ours)) {
+        const result = allocate(ours, config.vipPools);
+        await this.writeAllocations(ours, result.allocations);
+        this.allocated = { services: ours, problems: result.problems };
+      }
+      problems.push(...this.allocated.problems);
     }
     const desired = desiredState({
       services: ours,
       slices: view.slices(),
       loadBalancerClass: config.loadBalancerClass,
       scheduler: config.dataPlane.scheduler,
+      cache: this.desiredCache,
+      ...(this.d.health && { isUnhealthy: (t) => this.d.health!.isUnhealthy(t) }),
     });
+    this.d.health?.setTargets(desired.healthTargets);
     problems.push(...desired.skipped);
     for (const p of problems) this.d.metrics.skipped.inc({ reason: p.reason });
 
     const { changes } = await this.d.engine.apply(desired.services);
     const vips = [...new Set(desired.services.map((s) => s.vip))];
     await this.d.localVips.apply(vips);
+    // Announced only after the rules are in: a router never reaches a pod before it can serve.
+    const announced = announcedVips(desired.services);
+    await this.d.announce?.(announced);
     this.applied = true;
+    this.d.metrics.announcedVips.set(this.d.announce ? announced.length : 0);
     this.d.metrics.ruleChanges.inc({ engine: this.d.engine.name }, changes);
     this.d.metrics.services.set(desired.services.length);
     this.d.metrics.backends.set(desired.services.reduce((n, s) => n + s.backends.length, 0));

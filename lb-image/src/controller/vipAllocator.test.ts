@@ -27,6 +27,38 @@ describe("allocate", () => {
     ]);
   });
 
+  it("fills the holes between recorded VIPs lowest first, across many Services and unusable addresses", () => {
+    const pool: VipPool = { name: "big", cidr: "10.2.0.0/23", avoidBuggyIps: true };
+    const recorded = ["10.2.0.2", "10.2.0.254", "10.2.1.1"];
+    const fresh = Array.from({ length: 6 }, (_, i) =>
+      lbService(`n${i}`, { created: `2026-02-0${i + 1}T00:00:00Z` }),
+    );
+    const out = allocate([...recorded.map((ip, i) => lbService(`r${i}`, { vips: [ip] })), ...fresh], [pool]);
+    expect(out.problems).toEqual([]);
+    expect(out.allocations.filter((a) => a.service.startsWith("default/n")).map((a) => a.vips[0])).toEqual([
+      "10.2.0.1",
+      "10.2.0.3",
+      "10.2.0.4",
+      "10.2.0.5",
+      "10.2.0.6",
+      "10.2.0.7",
+    ]);
+    const many = Array.from({ length: 300 }, (_, i) => lbService(`m${String(i).padStart(3, "0")}`));
+    const vips = allocate([...recorded.map((ip, i) => lbService(`r${i}`, { vips: [ip] })), ...many], [pool])
+      .allocations.filter((a) => a.service.startsWith("default/m"))
+      .map((a) => a.vips[0]);
+    // .0, .255 skipped (avoidBuggyIps) and the recorded ones skipped: 300 distinct addresses in order.
+    expect(new Set(vips).size).toBe(300);
+    expect(vips.slice(251, 257)).toEqual([
+      "10.2.0.253",
+      "10.2.1.2",
+      "10.2.1.3",
+      "10.2.1.4",
+      "10.2.1.5",
+      "10.2.1.6",
+    ]);
+  });
+
   it("never hands one address to two Services: the older keeps it, the newer is told why", () => {
     const out = allocate(
       [

@@ -5,7 +5,6 @@ import type { V1Service } from "@kubernetes/client-node";
 import {
   REQUESTED_VIPS_ANNOTATION,
   VIP_POOL_ANNOTATION,
-  cidrContains,
   cidrRange,
   isIpv4Address,
   numberToIpv4,
@@ -33,11 +32,19 @@ function usable(pool: VipPool, ip: string): boolean {
   return !(pool.avoidBuggyIps && (last === 0 || last === 255));
 }
 
-/** Oldest first, then by name: the order decides who keeps a contested address, the same every run. */
-function byAge(a: V1Service, b: V1Service): number {
-  const ta = a.metadata?.creationTimestamp ? new Date(a.metadata.creationTimestamp).getTime() : 0;
-  const tb = b.metadata?.creationTimestamp ? new Date(b.metadata.creationTimestamp).getTime() : 0;
-  return ta - tb || (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0);
+/**
+ * Oldest first, then by name: the order decides who keeps a contested address, the same every run.
+ * Age and name are computed once per Service, not per comparison (thousands of Services per run).
+ */
+function byAge(services: V1Service[]): V1Service[] {
+  return services
+    .map((svc) => ({
+      svc,
+      t: svc.metadata?.creationTimestamp ? new Date(svc.metadata.creationTimestamp).getTime() : 0,
+      k: key(svc),
+    }))
+    .sort((a, b) => a.t - b.t || (a.k < b.k ? -1 : a.k > b.k ? 1 : 0))
+    .map((x) => x.svc);
 }
 
 export function allocate(services: V1Service[], pools: VipPool[]): AllocationResult {
@@ -45,8 +52,15 @@ export function allocate(services: V1Service[], pools: VipPool[]): AllocationRes
   const problems: SkippedItem[] = [];
   const problem = (svc: V1Service, reason: string, message: string) =>
     problems.push({ object: key(svc), kind: "Service", reason, message });
-  const poolOf = (ip: string) => pools.find((p) => cidrContains(p.cidr, ip) && usable(p, ip));
-  const ordered = [...services].sort(byAge);
+  const ranges = pools.map((p) => cidrRange(p.cidr));
+  const poolOf = (ip: string) => {
+    const n = ip.split(".").reduce((acc, octet) => acc * 256 + Number(octet), 0); // ip is valid here
+    return pools.find((p, i) => ranges[i]!.first <= n && n <= ranges[i]!.last && usable(p, ip));
+  };
+  const ordered = byAge(services);
+  // Per pool, every address below the cursor is taken or unusable (pass 2 only adds to `taken`), so
+  // "lowest free first" does not rescan the pool from its start for every Service.
+  const cursor = new Map<VipPool, number>();
   const result = new Map<string, string[]>();
 
   // Pass 1: requested addresses, then addresses already recorded in status (kept across restarts).
@@ -99,11 +113,13 @@ export function allocate(services: V1Service[], pools: VipPool[]): AllocationRes
     }
     let vip: string | undefined;
     for (const pool of candidates) {
-      const { first, last } = cidrRange(pool.cidr);
-      for (let n = first; n <= last && !vip; n++) {
+      const { first, last } = ranges[pools.indexOf(pool)]!;
+      let n = cursor.get(pool) ?? first;
+      for (; n <= last && !vip; n++) {
         const ip = numberToIpv4(n);
         if (!taken.has(ip) && usable(pool, ip)) vip = ip;
       }
+      cursor.set(pool, n);
       if (vip) break;
     }
     if (!vip) {

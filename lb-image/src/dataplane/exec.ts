@@ -34,3 +34,9 @@ export function run(argv: [string, ...string[]], input = "", timeoutMs = 30_000)
     child.stdin?.end(input);
   });
 }
+
+/** A tool's argv behind a command prefix (`ip netns exec NS` in tests; none in the pod). */
+export function withPrefix(prefix: string[], tool: string): [string, ...string[]] {
+  const [first = tool, ...rest] = [...prefix, tool];
+  return [first, ...rest];
+}

@@ -1,6 +1,8 @@
 // VIPs accepted as local addresses in the LB pod (paper Fig. 5.5: `ip route add local VIP dev lo`),
-// so IPVS sees VIP traffic on its input hook. Applied by diff; only addresses inside the VIP pools
-// are ever touched, whatever else the namespace holds.
+// so IPVS sees VIP traffic on its input hook. Applied by diff, like the engines: the routes are read
+// once at start (adopted) and after a failed apply, else diffed against what was last applied (with
+// thousands of VIPs, listing them on every reconcile cost more than the change). Only addresses
+// inside the VIP pools are ever touched, whatever else the namespace holds.
 import { cidrContains, isIpv4Address } from "@portable-lb/core/config";
 import { run } from "./exec.ts";
 
@@ -12,6 +14,8 @@ interface Route {
 export class LocalVips {
   private readonly ip: [string, ...string[]];
   private readonly pools: string[];
+  /** The pool addresses the kernel holds as local routes; unknown before the first read. */
+  private known: Set<string> | undefined;
 
   constructor(pools: string[], ip: [string, ...string[]] = ["ip"]) {
     this.pools = pools;
@@ -29,19 +33,22 @@ export class LocalVips {
 
   /** Makes exactly `vips` (of those in the pools) local; returns how many routes changed. */
   async apply(vips: string[]): Promise<number> {
-    const have = new Set(await this.current());
+    const have = this.known ?? new Set(await this.current());
     const want = new Set(vips);
-    let changes = 0;
-    for (const vip of want) {
-      if (have.has(vip)) continue;
-      await run([...this.ip, "route", "replace", "local", `${vip}/32`, "dev", "lo", "table", "local"]);
-      changes++;
+    const commands: string[] = [];
+    for (const vip of want)
+      if (!have.has(vip)) commands.push(`route replace local ${vip}/32 dev lo table local`);
+    for (const vip of have) if (!want.has(vip)) commands.push(`route del local ${vip}/32 dev lo table local`);
+    if (commands.length > 0) {
+      try {
+        // One process for all: a first start with thousands of VIPs made thousands of `ip` runs.
+        await run([...this.ip, "-batch", "-"], commands.map((c) => `${c}\n`).join(""));
+      } catch (err) {
+        this.known = undefined; // partly applied: read the kernel again next time
+        throw err;
+      }
     }
-    for (const vip of have) {
-      if (want.has(vip)) continue;
-      await run([...this.ip, "route", "del", "local", `${vip}/32`, "dev", "lo", "table", "local"]);
-      changes++;
-    }
-    return changes;
+    this.known = want;
+    return commands.length;
   }
 }

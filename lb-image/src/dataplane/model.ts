@@ -43,3 +43,11 @@ export function canonical(services: VirtualService[]): VirtualService[] {
 export function compareKeys(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
+
+/** The kernel's count of connections a virtual service has taken since its rules were made. */
+export interface VipCounter {
+  vip: string;
+  port: number;
+  protocol: "tcp" | "udp";
+  connections: number;
+}

@@ -3,6 +3,7 @@ import { serviceKey } from "../model.ts";
 import { arbitraryState } from "../testing/arbitraries.ts";
 import { ipvsDiff } from "./ipvsDiff.ts";
 import { formatSave, parseCommand, parseSave } from "./ipvsadmSave.ts";
+import { parseStats } from "./ipvsadmStats.ts";
 import { sortIpvs, toIpvs, type IpvsService } from "./ipvsState.ts";
 import { simulate } from "./testing/ipvsSimulator.ts";
 
@@ -119,5 +120,21 @@ describe("IPVS engine (pure)", () => {
     );
     expect(() => parseSave("-X -t 10.1.1.1:80\n")).toThrow("unexpected command");
     expect(() => parseSave("-A -t [::1]:80 -s rr\n")).toThrow("expected IPv4 address:port");
+  });
+
+  it("reads connections per virtual service from ipvsadm -Ln --stats --exact, not per real server", () => {
+    const text = [
+      "IP Virtual Server version 1.2.1 (size=4096)",
+      "Prot LocalAddress:Port               Conns   InPkts  OutPkts  InBytes OutBytes",
+      "  -> RemoteAddress:Port",
+      "TCP  10.1.1.1:80                        12       72       48     4812     6240",
+      "  -> 10.244.0.11:8080                    6       36       24     2406     3120",
+      "UDP  10.1.1.2:53                    123456   123456   123456 98765432 98765432",
+      "",
+    ].join("\n");
+    expect(parseStats(text)).toEqual([
+      { protocol: "tcp", vip: "10.1.1.1", port: 80, connections: 12 },
+      { protocol: "udp", vip: "10.1.1.2", port: 53, connections: 123456 },
+    ]);
   });
 });

@@ -1,9 +1,10 @@
 // IPVS through ipvsadm: `-Sn` to read, one `-R` batch per change.
 import { DiffEngine } from "../engine.ts";
 import { run } from "../exec.ts";
-import type { VirtualService } from "../model.ts";
+import type { VipCounter, VirtualService } from "../model.ts";
 import { ipvsDiff } from "./ipvsDiff.ts";
 import { parseSave } from "./ipvsadmSave.ts";
+import { parseStats } from "./ipvsadmStats.ts";
 import { toIpvs, type IpvsService } from "./ipvsState.ts";
 
 export class IpvsEngine extends DiffEngine<IpvsService[]> {
@@ -24,12 +25,15 @@ export class IpvsEngine extends DiffEngine<IpvsService[]> {
   }
   protected diff(current: IpvsService[], desired: IpvsService[]) {
     const commands = ipvsDiff(current, desired);
-    return { script: commands.map((c) => `${c}\n`).join(""), count: commands.length };
+    return { scripts: [commands.map((c) => `${c}\n`).join("")], count: commands.length };
   }
   protected async write(script: string): Promise<void> {
     await run([...this.ipvsadm, "-R"], script);
   }
   protected count(state: IpvsService[]): number {
     return state.length;
+  }
+  async counters(): Promise<VipCounter[]> {
+    return parseStats(await run([...this.ipvsadm, "-L", "-n", "--stats", "--exact"]));
   }
 }

@@ -3,6 +3,8 @@
 import { execFileSync } from "node:child_process";
 import type { VirtualService } from "../model.ts";
 import { NftEngine } from "./nftEngine.ts";
+import { batches, transactionGroups } from "./nftRuleset.ts";
+import { toNft } from "./nftState.ts";
 
 const NS = `plb-nfte-${process.pid}`;
 const nft: [string, ...string[]] = ["ip", "netns", "exec", NS, "nft"];
@@ -33,7 +35,7 @@ const handles = () =>
 describe("NftEngine", () => {
   it("creates its table, adopts it after a restart without touching it, and changes only what changed", async () => {
     const first = new NftEngine(nft);
-    expect(await first.apply([web(["10.244.1.5", "10.244.2.5"]), dns])).toEqual({ changes: 6 });
+    expect(await first.apply([web(["10.244.1.5", "10.244.2.5"]), dns])).toEqual({ changes: 8 });
     const dnsRule = handles();
 
     // A restarted controller: same desired state, nothing to do, rules untouched.
@@ -44,7 +46,7 @@ describe("NftEngine", () => {
     // One backend leaves: only the web service's rule is swapped; the dns rule keeps its handle.
     expect(await restarted.apply([web(["10.244.1.5"]), dns])).toEqual({ changes: 2 });
     expect(handles()).toBe(dnsRule);
-    expect(await restarted.apply([dns])).toEqual({ changes: 3 });
+    expect(await restarted.apply([dns])).toEqual({ changes: 4 });
     expect(await new NftEngine(nft).services()).toBe(1);
   });
 
@@ -88,7 +90,51 @@ describe("NftEngine", () => {
     ]);
     await expect(engine.apply([])).rejects.toThrow(/nft .* failed/);
     // ...and the one after that reads the kernel and converges.
-    expect(await engine.apply([dns])).toEqual({ changes: 3 });
+    expect(await engine.apply([dns])).toEqual({ changes: 4 });
     expect(await engine.apply([dns])).toEqual({ changes: 0 });
+  });
+
+  it("counts each new connection to a service in its named counter, across backend changes", async () => {
+    execFileSync("ip", ["netns", "exec", NS, "nft", "flush", "ruleset"]);
+    const engine = new NftEngine(nft);
+    await engine.apply([web(["10.244.1.5"]), dns]);
+    // Connections made inside the namespace take the output hook; whether they complete does not
+    // matter: the counter counts the first packet of each.
+    const sh = (script: string) =>
+      execFileSync("ip", ["netns", "exec", NS, "bash", "-c", script], { timeout: 10_000 });
+    sh("ip link set lo up; ip addr add 10.244.1.5/32 dev lo; ip route replace local 10.1.1.10/32 dev lo");
+    const connect = (n: number) =>
+      sh(
+        `for i in $(seq ${n}); do timeout 0.3 bash -c 'exec 3<>/dev/tcp/10.1.1.10/80' 2>/dev/null; done; true`,
+      );
+    connect(5);
+    const byKey = async () =>
+      Object.fromEntries(
+        (await engine.counters()).map((c) => [`${c.protocol}/${c.vip}:${c.port}`, c.connections]),
+      );
+    expect(await byKey()).toEqual({ "tcp/10.1.1.10:80": 5, "udp/10.1.1.11:53": 0 });
+    await engine.apply([web(["10.244.1.5", "10.244.2.5"]), dns]);
+    connect(2);
+    expect(await byKey()).toEqual({ "tcp/10.1.1.10:80": 7, "udp/10.1.1.11:53": 0 });
+    await engine.apply([dns]);
+    expect(await byKey()).toEqual({ "udp/10.1.1.11:53": 0 });
+  });
+
+  it("splits a change of thousands of services into transactions of whole services", async () => {
+    execFileSync("ip", ["netns", "exec", NS, "nft", "flush", "ruleset"]);
+    const many = (n: number, backend: string): VirtualService[] =>
+      Array.from({ length: n }, (_, i) => ({
+        ...web([backend]),
+        vip: `10.1.${Math.floor(i / 250)}.${(i % 250) + 1}`,
+      }));
+    const scripts = batches(transactionGroups([], toNft(many(450, "10.244.1.5"))));
+    expect(scripts.map((b) => b.match(/^add chain /gm)?.length)).toEqual([200, 200, 50]);
+    const engine = new NftEngine(nft);
+    expect(await engine.apply(many(450, "10.244.1.5"))).toEqual({ changes: 450 * 4 });
+    expect(await engine.services()).toBe(450);
+    const restarted = new NftEngine(nft);
+    expect(await restarted.apply(many(450, "10.244.1.5"))).toEqual({ changes: 0 });
+    expect(await restarted.apply(many(450, "10.244.1.6"))).toEqual({ changes: 450 * 2 });
+    expect(await new NftEngine(nft).apply(many(450, "10.244.1.6"))).toEqual({ changes: 0 });
   });
 });

@@ -1,15 +1,17 @@
-// nftables through nft: `-j list table` to read, one atomic `-f -` transaction per change.
+// nftables through nft: `-j list table` to read, one atomic `-f -` transaction per change (split
+// by service only for changes of thousands of services, see SERVICES_PER_TRANSACTION).
 import { DiffEngine } from "../engine.ts";
 import { CommandError, run } from "../exec.ts";
-import type { VirtualService } from "../model.ts";
-import { parseNftTable } from "./nftParse.ts";
-import { skeleton, transaction } from "./nftRuleset.ts";
-import { NFT_TABLE, toNft, type NftService } from "./nftState.ts";
+import type { VipCounter, VirtualService } from "../model.ts";
+import { parseNftCounters, parseNftTable } from "./nftParse.ts";
+import { batches, skeleton, transactionGroups } from "./nftRuleset.ts";
+import { NFT_TABLE, toNft, type NftRenderCache, type NftService } from "./nftState.ts";
 
 export class NftEngine extends DiffEngine<NftService[]> {
   readonly name = "nftables";
   /** The command, possibly behind a prefix such as `ip netns exec NS` (tests). */
   private readonly nft: [string, ...string[]];
+  private readonly rendered: NftRenderCache = new Map();
 
   constructor(nft: [string, ...string[]] = ["nft"]) {
     super();
@@ -29,16 +31,19 @@ export class NftEngine extends DiffEngine<NftService[]> {
     }
   }
   protected render(desired: VirtualService[]): NftService[] {
-    return toNft(desired);
+    return toNft(desired, this.rendered);
   }
   protected diff(current: NftService[], desired: NftService[]) {
-    const script = transaction(current, desired);
-    return { script, count: script.split("\n").filter(Boolean).length };
+    const groups = transactionGroups(current, desired);
+    return { scripts: batches(groups), count: groups.join("").split("\n").filter(Boolean).length };
   }
   protected async write(script: string): Promise<void> {
     await run([...this.nft, "-f", "-"], script);
   }
   protected count(state: NftService[]): number {
     return state.length;
+  }
+  async counters(): Promise<VipCounter[]> {
+    return parseNftCounters(await run([...this.nft, "-j", "list", "counters", "table", "ip", NFT_TABLE]));
   }
 }

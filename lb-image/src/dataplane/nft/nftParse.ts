@@ -1,5 +1,6 @@
 // Reads the engine's state back from `nft -j list table ip portable_lb`.
-import { sortNft, type NftService } from "./nftState.ts";
+import type { VipCounter } from "../model.ts";
+import { parseCounterName, sortNft, type NftService } from "./nftState.ts";
 
 interface NftJson {
   nftables: Record<string, unknown>[];
@@ -46,4 +47,14 @@ export function parseNftTable(json: string): NftService[] {
       return { protocol, vip, port, slots: slotsOf(rules, chain) };
     }),
   );
+}
+
+/** Connections per service from `nft -j list counters table ip portable_lb`. */
+export function parseNftCounters(json: string): VipCounter[] {
+  const doc = JSON.parse(json) as NftJson;
+  return doc.nftables.flatMap((i) => {
+    const c = i["counter"] as { name: string; packets: number } | undefined;
+    const service = c && parseCounterName(c.name);
+    return service ? [{ ...service, connections: c.packets }] : [];
+  });
 }

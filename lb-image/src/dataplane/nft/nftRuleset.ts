@@ -1,7 +1,7 @@
 // nft scripts for the nftables engine: the table skeleton, and one transaction per change that
 // touches only the services that changed. `nft -f` applies a script atomically: all or nothing.
 import { serviceKey } from "../model.ts";
-import { NFT_TABLE, objectId, type NftService } from "./nftState.ts";
+import { NFT_TABLE, counterName, objectId, type NftService } from "./nftState.ts";
 
 const T = `ip ${NFT_TABLE}`;
 /** Fixed hash seed: every LB pod must hash a flow the same way to pick the same backend. */
@@ -28,12 +28,15 @@ export function skeleton(): string {
 
 // The backend table sits in an anonymous map inside the service's one rule: a named map keyed by
 // a jhash result makes `nft list` of nftables 1.0.6 crash, and operators must be able to list.
+// The named counter sits in a nat chain, which sees only the first packet of each connection: it
+// counts connections. Being named, it survives the rule swaps of backend changes.
 function rule(s: NftService): string {
   const id = objectId(s);
-  if (s.slots.length === 0) return `add rule ${T} svc_${id} drop`;
+  const head = `add rule ${T} svc_${id} counter name ${counterName(s)}`;
+  if (s.slots.length === 0) return `${head} drop`;
   const elements = s.slots.map((backend, i) => `${i} : ${backend}`).join(", ");
   return (
-    `add rule ${T} svc_${id} meta l4proto ${s.protocol} dnat ip addr . port to ` +
+    `${head} meta l4proto ${s.protocol} dnat ip addr . port to ` +
     `jhash ip saddr . th sport mod ${s.slots.length} seed ${FLOW_HASH_SEED} map { ${elements} }`
   );
 }
@@ -42,33 +45,57 @@ function dispatchKey(s: NftService): string {
   return `${s.vip} . ${s.protocol} . ${s.port}`;
 }
 
-/** The commands that turn `current` into `desired`; empty when they are equal. */
-export function transaction(current: NftService[], desired: NftService[]): string {
+/**
+ * The commands that turn `current` into `desired`, one group per changed service (a group is never
+ * split between transactions: no packet sees a half-updated service); empty when they are equal.
+ */
+export function transactionGroups(current: NftService[], desired: NftService[]): string[] {
   const cur = new Map(current.map((s) => [serviceKey(s), s]));
   const want = new Map(desired.map((s) => [serviceKey(s), s]));
-  const lines: string[] = [];
+  const groups: string[][] = [];
   for (const [key, s] of cur) {
     if (want.has(key)) continue;
     const id = objectId(s);
-    lines.push(
+    groups.push([
       `delete element ${T} services { ${dispatchKey(s)} }`,
       `flush chain ${T} svc_${id}`,
       `delete chain ${T} svc_${id}`,
-    );
+      `delete counter ${T} ${counterName(s)}`,
+    ]);
   }
   for (const [key, s] of want) {
     const id = objectId(s);
     const old = cur.get(key);
     if (!old) {
-      lines.push(
+      groups.push([
+        `add counter ${T} ${counterName(s)}`,
         `add chain ${T} svc_${id}`,
         rule(s),
         `add element ${T} services { ${dispatchKey(s)} : goto svc_${id} }`,
-      );
-    } else if (old.slots.join(",") !== s.slots.join(",")) {
+      ]);
+    } else if (old !== s && old.slots.join(",") !== s.slots.join(",")) {
       // The rule is swapped inside one transaction: no packet sees a half-updated service.
-      lines.push(`flush chain ${T} svc_${id}`, rule(s));
+      groups.push([`flush chain ${T} svc_${id}`, rule(s)]);
     }
   }
-  return lines.map((l) => `${l}\n`).join("");
+  return groups.map((g) => g.map((l) => `${l}\n`).join(""));
+}
+
+/** The whole change as one script (what a small change is sent as). */
+export function transaction(current: NftService[], desired: NftService[]): string {
+  return transactionGroups(current, desired).join("");
+}
+
+/**
+ * Services per `nft -f` transaction. nft 1.0.6 needs ~3.5 GB to parse 10,000 services with their
+ * lookup tables in one transaction (and fails under the pod's limit); 200 stay near 70 MB. Every
+ * change an EndpointSlice makes is far smaller, so steady-state changes stay one transaction;
+ * only a first start or adoption of thousands of services is split.
+ */
+export const SERVICES_PER_TRANSACTION = 200;
+
+export function batches(groups: string[], perBatch = SERVICES_PER_TRANSACTION): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < groups.length; i += perBatch) out.push(groups.slice(i, i + perBatch).join(""));
+  return out;
 }

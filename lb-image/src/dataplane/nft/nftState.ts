@@ -1,7 +1,14 @@
 // nftables as portable-lb programs it: per virtual service, a Maglev lookup table of backends
 // ("slots"). This is also exactly what can be read back from the kernel, so restarts adopt the
 // rules that are there instead of flushing them.
-import { canonical, compareKeys, serviceKey, type VirtualService } from "../model.ts";
+import {
+  backendKey,
+  canonical,
+  compareKeys,
+  serviceKey,
+  type Backend,
+  type VirtualService,
+} from "../model.ts";
 import { maglevTable } from "./maglev.ts";
 
 export const NFT_TABLE = "portable_lb";
@@ -14,16 +21,47 @@ export interface NftService {
   slots: string[];
 }
 
-export function toNft(desired: VirtualService[]): NftService[] {
-  return canonical(desired).map((s) => {
-    const table = maglevTable(s.backends);
-    return {
-      protocol: s.protocol,
-      vip: s.vip,
-      port: s.port,
-      slots: table.map((i) => `${s.backends[i]!.ip} . ${s.backends[i]!.port}`),
-    };
-  });
+/**
+ * Service key → what a service was last rendered from (its backends array, and the backend set with
+ * weights as text) and the result.
+ */
+export type NftRenderCache = Map<
+  string,
+  { key: string; source: Backend[]; backends: string; service: NftService }
+>;
+
+/**
+ * With a `cache` (refilled with this rendering), a service whose backends did not change comes back
+ * as the same object without recomputing its Maglev table: a change usually touches one service of
+ * thousands, and the diff skips comparing the slots of identical objects. The same backends array
+ * as last time (the desired state reuses unchanged ones, never mutating them) is not even sorted.
+ */
+export function toNft(desired: VirtualService[], cache?: NftRenderCache): NftService[] {
+  const rendered = desired
+    .map((s) => ({ key: serviceKey(s), s }))
+    .sort((a, b) => compareKeys(a.key, b.key))
+    .map(({ key, s }) => {
+      const hit = cache?.get(key);
+      if (hit?.source === s.backends) return hit;
+      const sorted = canonical([s])[0]!.backends;
+      const backends = sorted.map((b) => `${backendKey(b)}/${b.weight}`).join(",");
+      if (hit?.backends === backends) return { key, source: s.backends, backends, service: hit.service };
+      const table = maglevTable(sorted);
+      // One string per backend, shared by its slots (each backend fills ~25 slots of ~250).
+      const labels = sorted.map((b) => `${b.ip} . ${b.port}`);
+      const slots = table.map((i) => labels[i]!);
+      return {
+        key,
+        source: s.backends,
+        backends,
+        service: { protocol: s.protocol, vip: s.vip, port: s.port, slots },
+      };
+    });
+  if (cache) {
+    cache.clear();
+    for (const r of rendered) cache.set(r.key, r);
+  }
+  return rendered.map((r) => r.service);
 }
 
 /** In toNft's order (by service key), so states compare as values. */
@@ -38,4 +76,20 @@ export function objectId(s: Pick<NftService, "protocol" | "vip" | "port">): stri
     .map((o) => Number(o).toString(16).padStart(2, "0"))
     .join("");
   return `${s.protocol}_${hex}_${s.port}`;
+}
+
+/** The service's connection counter, e.g. conns_tcp_0a01010a_80. */
+export function counterName(s: Pick<NftService, "protocol" | "vip" | "port">): string {
+  return `conns_${objectId(s)}`;
+}
+
+/** counterName's inverse; undefined for a name that is not ours. */
+export function parseCounterName(name: string): Pick<NftService, "protocol" | "vip" | "port"> | undefined {
+  const m = /^conns_(tcp|udp)_([0-9a-f]{8})_(\d+)$/.exec(name);
+  if (!m) return undefined;
+  const vip = m[2]!
+    .match(/../g)!
+    .map((h) => parseInt(h, 16))
+    .join(".");
+  return { protocol: m[1] as "tcp" | "udp", vip, port: Number(m[3]) };
 }

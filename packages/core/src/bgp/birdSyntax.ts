@@ -80,3 +80,16 @@ export function birdSessions(template: string, neighbors: readonly string[]): st
     "}",
   ]);
 }
+
+/** The start of every portable-lb BIRD config: what it is (comment lines), router id, interfaces. */
+export function birdPreamble(about: readonly string[], routerId: string): string[] {
+  return [
+    ...about.map((line) => `# ${line}`),
+    "",
+    `router id ${routerId};`,
+    "",
+    "protocol device {",
+    ...indent(["scan time 10;"]),
+    "}",
+  ];
+}

@@ -8,11 +8,15 @@ import { renderRouteReflectorBird } from "./routeReflectorBird.ts";
 import {
   arbitraryReflectorInput,
   arbitraryRouterInput,
+  arbitrarySpeakerInput,
   reflectorInput,
   reflectorPairInput,
   routerInput,
   routerPairInput,
+  speakerDrainingInput,
+  speakerInput,
 } from "./testInputs.ts";
+import { renderSpeakerBird } from "./speakerBird.ts";
 import { renderUpstreamRouterBird } from "./upstreamRouterBird.ts";
 import { renderUpstreamRouterFrr } from "./upstreamRouterFrr.ts";
 
@@ -30,6 +34,16 @@ interface Renderer<T> {
 const renderer = <T>(r: Renderer<T>) => r as unknown as Renderer<unknown>;
 
 const renderers: Record<string, Renderer<unknown>> = {
+  renderSpeakerBird: renderer({
+    render: renderSpeakerBird,
+    check: checkBirdConfig,
+    golden: {
+      "speaker.bird.conf": speakerInput,
+      "speaker-draining-password.bird.conf": speakerDrainingInput,
+    },
+    arbitrary: arbitrarySpeakerInput,
+    runs: 6,
+  }),
   renderRouteReflectorBird: renderer({
     render: renderRouteReflectorBird,
     check: checkBirdConfig,

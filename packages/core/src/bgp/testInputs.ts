@@ -1,7 +1,13 @@
 // Inputs for the BGP renderer tests: the fixed examples behind the golden files, and fast-check
 // generators of arbitrary valid inputs (the bounds mirror config/bgpSettings.ts).
 import fc from "fast-check";
-import type { BfdTimers, BgpTimers, RouteReflectorConfigInput, UpstreamRouterConfigInput } from "./types.ts";
+import type {
+  BfdTimers,
+  BgpTimers,
+  RouteReflectorConfigInput,
+  SpeakerConfigInput,
+  UpstreamRouterConfigInput,
+} from "./types.ts";
 
 const bfd: BfdTimers = { minRxMs: 300, minTxMs: 300, multiplier: 3 };
 const timers: BgpTimers = { holdTimeS: 9, keepaliveS: 3 };
@@ -55,6 +61,27 @@ export const routerPairInput: UpstreamRouterConfigInput = {
   password,
 };
 
+/** An LB pod on node 10.0.0.11 announcing two VIPs to one reflector's overlay address. */
+export const speakerInput: SpeakerConfigInput = {
+  routerId: "172.16.1.10",
+  asn: 65021,
+  routeReflectors: ["172.16.0.5"],
+  nextHop: "10.0.0.11",
+  vips: ["10.1.1.11", "10.1.1.10"],
+  bfd,
+  timers,
+  gracefulRestartS: 120,
+};
+
+/** Draining (nothing announced), two reflectors, MD5. */
+export const speakerDrainingInput: SpeakerConfigInput = {
+  ...speakerInput,
+  asn: 4200000001,
+  routeReflectors: ["172.16.0.5", "172.16.3.0"],
+  vips: [],
+  password,
+};
+
 const octet = fc.integer({ min: 0, max: 255 });
 /** Unicast-looking first octet: BIRD and FRR reject 0.x, loopback and multicast neighbors. */
 const firstOctet = fc.integer({ min: 1, max: 223 }).filter((n) => n !== 127);
@@ -99,6 +126,9 @@ const arbitraryTimers: fc.Arbitrary<BgpTimers> = fc
       .map((holdTimeS) => ({ holdTimeS, keepaliveS })),
   );
 
+/** What every session input has besides addresses. */
+const sessionFields = { asn, bfd: arbitraryBfd, timers: arbitraryTimers, password: arbitraryPassword };
+
 /** `count` distinct addresses, so no session points at the router's own address. */
 const distinctAddresses = (count: number) => fc.uniqueArray(ipv4, { minLength: count, maxLength: count });
 
@@ -111,14 +141,11 @@ export const arbitraryReflectorInput: fc.Arbitrary<RouteReflectorConfigInput> = 
   .chain(({ routers, peers, separateSpeakerAddress }) =>
     fc
       .record({
+        ...sessionFields,
         addresses: distinctAddresses(2 + routers + peers),
-        asn,
         speakerRanges: fc.uniqueArray(ipv4Cidr, { minLength: 1, maxLength: 3 }),
         vipPrefixes: fc.uniqueArray(ipv4Cidr, { minLength: 1, maxLength: 3 }),
-        bfd: arbitraryBfd,
-        timers: arbitraryTimers,
         gracefulRestartS: fc.integer({ min: 0, max: 4095 }),
-        password: arbitraryPassword,
       })
       .map(({ addresses, password, ...rest }) => ({
         ...rest,
@@ -135,12 +162,9 @@ export function arbitraryRouterInput(maxPaths: number): fc.Arbitrary<UpstreamRou
   return fc.integer({ min: 1, max: 3 }).chain((reflectors) =>
     fc
       .record({
+        ...sessionFields,
         addresses: distinctAddresses(1 + reflectors),
-        asn,
         maximumPaths: fc.integer({ min: 1, max: maxPaths }),
-        bfd: arbitraryBfd,
-        timers: arbitraryTimers,
-        password: arbitraryPassword,
       })
       .map(({ addresses, password, ...rest }) => ({
         ...rest,
@@ -150,3 +174,22 @@ export function arbitraryRouterInput(maxPaths: number): fc.Arbitrary<UpstreamRou
       })),
   );
 }
+
+export const arbitrarySpeakerInput: fc.Arbitrary<SpeakerConfigInput> = fc
+  .integer({ min: 1, max: 3 })
+  .chain((reflectors) =>
+    fc
+      .record({
+        ...sessionFields,
+        addresses: distinctAddresses(2 + reflectors),
+        vips: fc.uniqueArray(ipv4, { maxLength: 20 }),
+        gracefulRestartS: fc.integer({ min: 0, max: 4095 }),
+      })
+      .map(({ addresses, password, ...rest }) => ({
+        ...rest,
+        routerId: addresses[0]!,
+        nextHop: addresses[1]!,
+        routeReflectors: addresses.slice(2),
+        ...(password !== undefined && { password }),
+      })),
+  );

@@ -54,3 +54,19 @@ export interface UpstreamRouterConfigInput {
   timers: BgpTimers;
   password?: string;
 }
+
+export interface SpeakerConfigInput {
+  /** The LB pod's address: router id and the source of its sessions. */
+  routerId: string;
+  asn: number;
+  /** The route reflectors' speaker-facing (overlay) addresses. */
+  routeReflectors: string[];
+  /** The node's address: the next hop routers send VIP traffic to (the node agent forwards it). */
+  nextHop: string;
+  /** The VIPs this pod announces now: programmed, with at least one ready endpoint. */
+  vips: string[];
+  bfd: BfdTimers;
+  timers: BgpTimers;
+  gracefulRestartS: number;
+  password?: string;
+}

@@ -25,7 +25,7 @@ describe("lbConfigSchema", () => {
         timers: { holdTimeS: 9, keepaliveS: 3 },
         gracefulRestartS: 120,
       },
-      ports: { metrics: 9150, health: 9151 },
+      ports: { metrics: 9150, health: 9151, nodeAgent: 9152 },
     });
   });
 

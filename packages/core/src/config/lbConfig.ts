@@ -56,7 +56,14 @@ export const lbConfigSchema = z
       .prefault({}),
     bgp: lbBgpSchema.optional(),
     cloudRoutes: lbCloudRoutesSchema.optional(),
-    ports: z.object({ metrics: port.default(9150), health: port.default(9151) }).prefault({}),
+    ports: z
+      .object({
+        metrics: port.default(9150),
+        health: port.default(9151),
+        // The node agent runs in the node's network namespace: its port is taken on every LB node.
+        nodeAgent: port.default(9152),
+      })
+      .prefault({}),
   })
   .superRefine((c, ctx) => {
     if (c.routingMode === "bgp" && !c.bgp)

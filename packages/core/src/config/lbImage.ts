@@ -9,7 +9,12 @@ export const LB_COMMANDS = {
   speaker: "portable-lb-speaker",
   /** Withdraws every announced VIP and waits until the withdrawal is sent (preStop of the speaker). */
   withdraw: "portable-lb-withdraw",
+  /** Host-network node agent: routes the VIP pools from the node to its local LB pod. */
+  nodeAgent: "portable-lb-node-agent",
 } as const;
+
+/** The label every LB pod carries: the Deployment's selector, and how the node agent finds its pod. */
+export const LB_APP_LABEL = "portable-lb-controller";
 
 export const LB_PATHS = {
   configDir: "/etc/portable-lb",

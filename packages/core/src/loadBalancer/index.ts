@@ -5,4 +5,5 @@ export {
   type LoadBalancerArgs,
 } from "./loadBalancer.ts";
 export { DEFAULT_LB_NODE_SELECTOR, LB_APP_LABEL, lbPodSpec, type LbPodSpecInput } from "./podSpec.ts";
-export { LB_CLUSTER_RULES, LB_NAMESPACE_RULES } from "./rbac.ts";
+export { LB_CLUSTER_RULES, LB_NAMESPACE_RULES, NODE_AGENT_RULES } from "./rbac.ts";
+export { NODE_AGENT_NAME, NodeAgent, nodeAgentPodSpec, type NodeAgentArgs } from "./nodeAgent.ts";

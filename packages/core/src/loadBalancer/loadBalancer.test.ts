@@ -33,16 +33,21 @@ describe("LoadBalancer", () => {
     expect(recorded.map((r) => r.type).sort()).toEqual(
       [
         "kubernetes:apps/v1:Deployment",
+        "kubernetes:apps/v1:DaemonSet",
         "kubernetes:core/v1:ConfigMap",
         "kubernetes:core/v1:Namespace",
+        "kubernetes:core/v1:ServiceAccount",
         "kubernetes:core/v1:ServiceAccount",
         "kubernetes:policy/v1:PodDisruptionBudget",
         "kubernetes:rbac.authorization.k8s.io/v1:ClusterRole",
         "kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding",
         "kubernetes:rbac.authorization.k8s.io/v1:Role",
+        "kubernetes:rbac.authorization.k8s.io/v1:Role",
+        "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding",
         "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding",
         "kubernetes:scheduling.k8s.io/v1:PriorityClass",
         "portable-lb:core:LoadBalancer",
+        "portable-lb:core:NodeAgent",
         "portable-lb:core:SystemNamespace",
       ].sort(),
     );
@@ -57,6 +62,10 @@ describe("LoadBalancer", () => {
       expect(await typeChain(r)).toMatch(/^portable-lb:core:LoadBalancer\$kubernetes:/);
     }
     expect(await valueOf(lb.namespace)).toBe("portable-lb-system");
+    expect(await typeChain(lb.nodeAgent)).toBe("portable-lb:core:LoadBalancer$portable-lb:core:NodeAgent");
+    for (const r of [lb.nodeAgent.serviceAccount, lb.nodeAgent.role, lb.nodeAgent.daemonSet]) {
+      expect(await typeChain(r)).toMatch(/^portable-lb:core:NodeAgent\$kubernetes:/);
+    }
   });
 
   it("grants exactly: read services and endpointslices, write service status, events, and leases in its namespace", async () => {
@@ -68,11 +77,40 @@ describe("LoadBalancer", () => {
       { apiGroups: ["discovery.k8s.io"], resources: ["endpointslices"], verbs: ["get", "list", "watch"] },
       { apiGroups: ["", "events.k8s.io"], resources: ["events"], verbs: ["create", "patch"] },
     ]);
-    const role = one("kubernetes:rbac.authorization.k8s.io/v1:Role");
-    expect(role.metadata.namespace).toBe("portable-lb-system");
-    expect(role.rules).toEqual([
+    const roles = Object.fromEntries(
+      byType("kubernetes:rbac.authorization.k8s.io/v1:Role").map((r) => [r.inputs.metadata.name, r.inputs]),
+    );
+    expect(roles["portable-lb-controller"].metadata.namespace).toBe("portable-lb-system");
+    expect(roles["portable-lb-controller"].rules).toEqual([
       { apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["get", "create", "update"] },
     ]);
+    expect(roles["portable-lb-node-agent"].metadata.namespace).toBe("portable-lb-system");
+    expect(roles["portable-lb-node-agent"].rules).toEqual([
+      { apiGroups: [""], resources: ["pods"], verbs: ["get", "list", "watch"] },
+    ]);
+    const bindings = byType("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding").map((r) => r.inputs);
+    expect(bindings.map((b) => [b.roleRef.name, b.subjects[0].name]).sort()).toEqual([
+      ["portable-lb-controller", "portable-lb-controller"],
+      ["portable-lb-node-agent", "portable-lb-node-agent"],
+    ]);
+  });
+
+  // The agent's own pod spec and RBAC: nodeAgent.test.ts. Here: it shares the LB pods' nodes and config.
+  it("runs a node agent on every LB node, with the LB config", async () => {
+    new LoadBalancer("lb", { config: bgpConfig, replicas: 3 });
+    await settled();
+    const ds = one("kubernetes:apps/v1:DaemonSet");
+    const dep = one("kubernetes:apps/v1:Deployment");
+    const pod = ds.spec.template.spec;
+    expect(ds.metadata.namespace).toBe(dep.metadata.namespace);
+    expect(pod.nodeSelector).toEqual(dep.spec.template.spec.nodeSelector);
+    expect(pod.tolerations).toEqual(dep.spec.template.spec.tolerations);
+    expect(pod.containers[0].image).toBe(dep.spec.template.spec.containers[0].image);
+    expect(pod.volumes).toEqual(
+      dep.spec.template.spec.volumes.filter((v: { name: string }) => v.name === "config"),
+    );
+    // A config change rolls the agents too.
+    expect(ds.spec.template.metadata.annotations).toEqual(dep.spec.template.metadata.annotations);
   });
 
   it("runs controller + BGP speaker in bgp mode, with only NET_ADMIN / NET_BIND_SERVICE and no privileged", async () => {

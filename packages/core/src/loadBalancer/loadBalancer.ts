@@ -9,7 +9,9 @@ import { SystemNamespace } from "../systemNamespace.ts";
 import { ConfigError, parseOrThrow } from "../validation.ts";
 import { DEFAULT_LB_IMAGE, LB_PATHS } from "../config/lbImage.ts";
 import { DEFAULT_LB_NODE_SELECTOR, LB_APP_LABEL, lbPodSpec } from "./podSpec.ts";
+import { NodeAgent } from "./nodeAgent.ts";
 import { LB_CLUSTER_RULES, LB_NAMESPACE_RULES } from "./rbac.ts";
+import { serviceAccountWithRole } from "./serviceAccountWithRole.ts";
 
 export const DEFAULT_LB_NAMESPACE = "portable-lb-system";
 export const LB_PRIORITY_CLASS = "portable-lb-dataplane";
@@ -60,6 +62,7 @@ export class LoadBalancer extends pulumi.ComponentResource {
   public readonly configMap: k8s.core.v1.ConfigMap;
   public readonly deployment: k8s.apps.v1.Deployment;
   public readonly priorityClass: k8s.scheduling.v1.PriorityClass;
+  public readonly nodeAgent: NodeAgent;
 
   constructor(name: string, args: LoadBalancerArgs, opts?: pulumi.ComponentResourceOptions) {
     super("portable-lb:core:LoadBalancer", name, {}, opts);
@@ -87,11 +90,13 @@ export class LoadBalancer extends pulumi.ComponentResource {
     this.namespace = ns.name;
     const inNs = { namespace: ns.name, labels };
 
-    this.serviceAccount = new k8s.core.v1.ServiceAccount(
-      `${name}-sa`,
-      { metadata: { name: NAME, ...inNs } },
+    ({ serviceAccount: this.serviceAccount, role: this.role } = serviceAccountWithRole(
+      name,
+      NAME,
+      inNs,
+      LB_NAMESPACE_RULES,
       child,
-    );
+    ));
     this.clusterRole = new k8s.rbac.v1.ClusterRole(
       `${name}-clusterrole`,
       { metadata: { name: NAME, labels }, rules: LB_CLUSTER_RULES },
@@ -110,21 +115,6 @@ export class LoadBalancer extends pulumi.ComponentResource {
       },
       child,
     );
-    this.role = new k8s.rbac.v1.Role(
-      `${name}-role`,
-      { metadata: { name: NAME, ...inNs }, rules: LB_NAMESPACE_RULES },
-      child,
-    );
-    new k8s.rbac.v1.RoleBinding(
-      `${name}-rolebinding`,
-      {
-        metadata: { name: NAME, ...inNs },
-        roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: this.role.metadata.name },
-        subjects: [{ kind: "ServiceAccount", name: this.serviceAccount.metadata.name, namespace: ns.name }],
-      },
-      child,
-    );
-
     const configJson = JSON.stringify(this.config, null, 2);
     this.configMap = new k8s.core.v1.ConfigMap(
       `${name}-config`,
@@ -154,12 +144,15 @@ export class LoadBalancer extends pulumi.ComponentResource {
       child,
     );
 
+    const image = args.image ?? DEFAULT_LB_IMAGE;
+    const nodeSelector = args.nodeSelector ?? DEFAULT_LB_NODE_SELECTOR;
+    const configAnnotations = { [CONFIG_HASH_ANNOTATION]: configHash(configJson) };
     const podSpec = lbPodSpec({
       config: this.config,
-      image: args.image ?? DEFAULT_LB_IMAGE,
+      image,
       serviceAccountName: NAME,
       priorityClassName: LB_PRIORITY_CLASS,
-      nodeSelector: args.nodeSelector ?? DEFAULT_LB_NODE_SELECTOR,
+      nodeSelector,
       configMapName: `${NAME}-config`,
       ...(passwordSecretName && { bgpPasswordSecret: passwordSecretName }),
     });
@@ -179,7 +172,7 @@ export class LoadBalancer extends pulumi.ComponentResource {
           template: {
             metadata: {
               labels,
-              annotations: { [CONFIG_HASH_ANNOTATION]: configHash(configJson) },
+              annotations: configAnnotations,
             },
             spec: podSpec,
           },
@@ -194,6 +187,21 @@ export class LoadBalancer extends pulumi.ComponentResource {
         spec: { maxUnavailable: 1, selector: { matchLabels: { app: LB_APP_LABEL } } },
       },
       child,
+    );
+
+    this.nodeAgent = new NodeAgent(
+      `${name}-node-agent`,
+      {
+        namespace: ns.name,
+        config: this.config,
+        configMapName: `${NAME}-config`,
+        podAnnotations: configAnnotations,
+        image,
+        nodeSelector,
+        priorityClassName: LB_PRIORITY_CLASS,
+        ...(args.skipAwait && { skipAwait: true }),
+      },
+      { ...child, dependsOn: [this.configMap, this.priorityClass] },
     );
 
     this.registerOutputs({ namespace: this.namespace, loadBalancerClass: this.loadBalancerClass });

@@ -4,13 +4,17 @@
 import type * as k8s from "@pulumi/kubernetes";
 import type { LbConfig } from "../config/lbConfig.ts";
 import { minimalSecurityContext } from "../containerSecurity.ts";
-import { LB_COMMANDS, LB_HTTP_PATHS, LB_PATHS } from "../config/lbImage.ts";
+import { LB_APP_LABEL, LB_COMMANDS, LB_HTTP_PATHS, LB_PATHS } from "../config/lbImage.ts";
 
 type PodSpec = k8s.types.input.core.v1.PodSpec;
 type Container = k8s.types.input.core.v1.Container;
 
-export const LB_APP_LABEL = "portable-lb-controller";
+export { LB_APP_LABEL };
 export const DEFAULT_LB_NODE_SELECTOR = { "portable-lb.io/load-balancer": "true" };
+/** LB nodes may be tainted to keep apps off them; the LB pods and node agents go there anyway. */
+export const LB_NODE_TOLERATIONS = [
+  { key: Object.keys(DEFAULT_LB_NODE_SELECTOR)[0]!, operator: "Exists", effect: "NoSchedule" },
+];
 /** Time for preStop (withdraw, let the router converge) and draining established connections. */
 export const LB_TERMINATION_GRACE_S = 30;
 
@@ -25,7 +29,7 @@ export interface LbPodSpecInput {
   configMapName: string;
 }
 
-const downwardEnv = [
+export const downwardEnv = [
   { name: "NODE_NAME", valueFrom: { fieldRef: { fieldPath: "spec.nodeName" } } },
   { name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
   { name: "POD_NAMESPACE", valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } },
@@ -107,9 +111,7 @@ export function lbPodSpec(input: LbPodSpecInput): PodSpec {
         ],
       },
     },
-    tolerations: [
-      { key: Object.keys(DEFAULT_LB_NODE_SELECTOR)[0]!, operator: "Exists", effect: "NoSchedule" },
-    ],
+    tolerations: LB_NODE_TOLERATIONS,
     terminationGracePeriodSeconds: LB_TERMINATION_GRACE_S,
     securityContext: {
       // The pod forwards VIP traffic to backends in its own network namespace.

@@ -16,3 +16,8 @@ export const LB_CLUSTER_RULES: PolicyRule[] = [
 export const LB_NAMESPACE_RULES: PolicyRule[] = [
   { apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["get", "create", "update"] },
 ];
+
+/** The node agent, in the LB namespace only: it reads the LB pods (to route VIPs to its node's one). */
+export const NODE_AGENT_RULES: PolicyRule[] = [
+  { apiGroups: [""], resources: ["pods"], verbs: ["get", "list", "watch"] },
+];

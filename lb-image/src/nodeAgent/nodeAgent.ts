@@ -1,0 +1,159 @@
+// The node agent: runs on every LB node in the node's own network namespace (hostNetwork) and keeps
+// the node's routes for the VIP pools pointing at the node's LB pod, following that pod's readiness.
+// It only reads Pods of the LB namespace on its own node. When the API server goes away, the routes
+// stay as they are; nothing is applied before the first complete list, so a restart adopts them.
+import { CoreV1Api, ListWatch, Watch, type KubeConfig, type V1Pod } from "@kubernetes/client-node";
+import { LB_APP_LABEL, type LbConfig } from "@portable-lb/core/config";
+import type { Server } from "node:http";
+import type { Logger } from "pino";
+import { Counter, Gauge, Registry, collectDefaultMetrics } from "prom-client";
+import { CoalescingRunner } from "../common/coalescingRunner.ts";
+import { startHttpServer } from "../controller/httpServer.ts";
+import { withPrefix } from "../dataplane/exec.ts";
+import { ResilientInformers } from "../kube/informers.ts";
+import { desiredRoutes, lbPodState } from "./desiredRoutes.ts";
+import { nodeForwards } from "./nodeForwarding.ts";
+import { NodeRoutes } from "./nodeRoutes.ts";
+
+const LB_POD_SELECTOR = `app=${LB_APP_LABEL}`;
+
+export interface NodeAgentOptions {
+  config: LbConfig;
+  kubeconfig: KubeConfig;
+  log: Logger;
+  nodeName: string;
+  /** The LB pods' namespace. */
+  namespace: string;
+  /** Run `ip` through a prefix (e.g. `ip netns exec NS`); on a node, none. */
+  commandPrefix?: string[];
+  httpPort?: number;
+  httpHost?: string;
+  /** How often the routes and the node's forwarding are checked again without a Pod change. */
+  resyncMs?: number;
+}
+
+// The node's table is not ours alone: a pod bridge that goes down takes the routes through it along,
+// and a CNI restart recreates the bridge. A periodic check puts them back without waiting for a Pod
+// change (two `ip` reads when nothing changed).
+const DEFAULT_RESYNC_MS = 30_000;
+
+export interface RunningNodeAgent {
+  routes: NodeRoutes;
+  registry: Registry;
+  server: Server;
+  /** True once the routes reflect a complete list of the LB pods. */
+  applied(): boolean;
+  /** The node forwards IPv4 (as of the last update); without it the routes carry nothing. */
+  forwarding(): boolean;
+  stop(): Promise<void>;
+}
+
+function nodeAgentMetrics(registry: Registry) {
+  collectDefaultMetrics({ register: registry });
+  return {
+    routes: new Gauge({
+      name: "portable_lb_node_routes",
+      help: "VIP pool routes on this node pointing at a local LB pod",
+      registers: [registry],
+    }),
+    nextHops: new Gauge({
+      name: "portable_lb_node_route_next_hops",
+      help: "LB pods the VIP pools are routed to on this node",
+      registers: [registry],
+    }),
+    changes: new Counter({
+      name: "portable_lb_node_route_changes_total",
+      help: "Routes replaced or removed",
+      registers: [registry],
+    }),
+    errors: new Counter({
+      name: "portable_lb_node_route_errors_total",
+      help: "Route updates that failed (the last good routes stay)",
+      registers: [registry],
+    }),
+    forwarding: new Gauge({
+      name: "portable_lb_node_ip_forward",
+      help: "1 while the node forwards IPv4 (net.ipv4.ip_forward), which VIP traffic needs",
+      registers: [registry],
+    }),
+    apiConnected: new Gauge({
+      name: "portable_lb_api_connected",
+      help: "1 while the watch on the API server is up (0: keeping the last known routes)",
+      registers: [registry],
+    }),
+  };
+}
+
+export async function startNodeAgent(o: NodeAgentOptions): Promise<RunningNodeAgent> {
+  const registry = new Registry();
+  const metrics = nodeAgentMetrics(registry);
+  const ip = withPrefix(o.commandPrefix ?? [], "ip");
+  const routes = new NodeRoutes(ip);
+  const core = o.kubeconfig.makeApiClient(CoreV1Api);
+  const fieldSelector = `spec.nodeName=${o.nodeName}`;
+  const informers = new ResilientInformers(o.log, {
+    onChange: () => runner.trigger(),
+    onConnection: (up) => metrics.apiConnected.set(up ? 1 : 0),
+  });
+  const pods = informers.add(
+    "pods",
+    new ListWatch<V1Pod>(
+      `/api/v1/namespaces/${o.namespace}/pods`,
+      new Watch(o.kubeconfig),
+      () => core.listNamespacedPod({ namespace: o.namespace, labelSelector: LB_POD_SELECTOR, fieldSelector }),
+      false,
+      LB_POD_SELECTOR,
+      fieldSelector,
+    ),
+  );
+  const pools = o.config.vipPools.map((p) => p.cidr);
+  let applied = false;
+  // Unknown until the first run; logged when it turns (or starts) off.
+  let forwarding: boolean | undefined;
+  const runner = new CoalescingRunner(
+    async () => {
+      const forwards = await nodeForwards(ip);
+      if (!forwards && forwarding !== false)
+        o.log.error(
+          "the node does not forward IPv4 (net.ipv4.ip_forward=0): VIP traffic cannot reach the LB pod",
+        );
+      forwarding = forwards;
+      metrics.forwarding.set(forwards ? 1 : 0);
+      if (!informers.synced()) return;
+      const want = desiredRoutes(o.nodeName, pods.list().map(lbPodState), pools);
+      const changes = await routes.apply(want);
+      applied = true;
+      metrics.changes.inc(changes);
+      metrics.routes.set(want.length);
+      metrics.nextHops.set(want[0]?.via.length ?? 0);
+      if (changes) o.log.info({ routes: want, changes }, "node routes updated");
+    },
+    {
+      onError: (err) => {
+        metrics.errors.inc();
+        o.log.error({ err }, "node route update failed; the last good routes stay");
+      },
+    },
+  );
+  const server = await startHttpServer(
+    o.httpPort ?? o.config.ports.nodeAgent,
+    { ready: () => applied && forwarding === true, drain: () => Promise.resolve() },
+    registry,
+    o.httpHost,
+  );
+  await informers.start();
+  const resync = setInterval(() => runner.trigger(), o.resyncMs ?? DEFAULT_RESYNC_MS);
+  return {
+    routes,
+    registry,
+    server,
+    applied: () => applied,
+    forwarding: () => forwarding === true,
+    async stop() {
+      clearInterval(resync);
+      runner.stop();
+      await informers.stop();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}

@@ -1,0 +1,91 @@
+import { installMocks, settled, typeChain } from "../../../../test/unit/pulumiMocks.ts";
+import { lbConfigSchema } from "../config/lbConfig.ts";
+import { minimalSecurityContext } from "../containerSecurity.ts";
+import { NodeAgent, type NodeAgentArgs } from "./nodeAgent.ts";
+
+const recorded = installMocks();
+beforeEach(() => (recorded.length = 0));
+
+const args: NodeAgentArgs = {
+  namespace: "lb-ns",
+  config: lbConfigSchema.parse({
+    routingMode: "bgp",
+    podCidr: "10.244.0.0/16",
+    vipPools: [{ name: "web", cidr: "10.1.1.0/24" }],
+    bgp: { asn: 64512, routeReflectors: ["10.0.0.5"] },
+  }),
+  configMapName: "lb-config",
+  podAnnotations: { "portable-lb.io/config-hash": "abc" },
+  image: "registry.example/portable-lb:1",
+  nodeSelector: { "portable-lb.io/load-balancer": "true" },
+  priorityClassName: "portable-lb-dataplane",
+};
+
+const byType = (type: string) => recorded.filter((r) => r.type.endsWith(type)).map((r) => r.inputs);
+
+describe("NodeAgent", () => {
+  it("may only read Pods, in the LB namespace only", async () => {
+    const agent = new NodeAgent("agent", args);
+    await settled();
+    expect(byType(":ClusterRole")).toEqual([]);
+    expect(byType(":ClusterRoleBinding")).toEqual([]);
+    const [role] = byType(":Role");
+    expect(role).toMatchObject({ metadata: { name: "portable-lb-node-agent", namespace: "lb-ns" } });
+    expect(role!.rules).toEqual([{ apiGroups: [""], resources: ["pods"], verbs: ["get", "list", "watch"] }]);
+    const [binding] = byType(":RoleBinding");
+    expect(binding!.metadata.namespace).toBe("lb-ns");
+    expect(binding!.roleRef).toEqual({
+      apiGroup: "rbac.authorization.k8s.io",
+      kind: "Role",
+      name: "portable-lb-node-agent",
+    });
+    expect(binding!.subjects).toEqual([
+      { kind: "ServiceAccount", name: "portable-lb-node-agent", namespace: "lb-ns" },
+    ]);
+    for (const r of [agent.serviceAccount, agent.role, agent.daemonSet])
+      expect(await typeChain(r)).toMatch(/^portable-lb:core:NodeAgent\$kubernetes:/);
+  });
+
+  it("runs in the node's network namespace with NET_ADMIN only, never privileged", async () => {
+    new NodeAgent("agent", args);
+    await settled();
+    const [ds] = byType(":DaemonSet");
+    const pod = ds!.spec.template.spec;
+    expect(pod).toMatchObject({
+      hostNetwork: true,
+      dnsPolicy: "ClusterFirstWithHostNet",
+      serviceAccountName: "portable-lb-node-agent",
+      nodeSelector: args.nodeSelector,
+      priorityClassName: "portable-lb-dataplane",
+    });
+    // Nothing else of the host: no PID/IPC namespace, no host paths.
+    expect(pod.hostPID).toBeUndefined();
+    expect(pod.hostIPC).toBeUndefined();
+    expect(pod.volumes).toEqual([{ name: "config", configMap: { name: "lb-config" } }]);
+    expect(pod.containers).toHaveLength(1);
+    const [c] = pod.containers;
+    expect(c.securityContext).toEqual(minimalSecurityContext(["NET_ADMIN"]));
+    expect(c.securityContext).toMatchObject({
+      privileged: false,
+      allowPrivilegeEscalation: false,
+      capabilities: { drop: ["ALL"], add: ["NET_ADMIN"] },
+    });
+    expect(c.image).toBe(args.image);
+    expect(c.command).toEqual(["portable-lb-node-agent", "--config", "/etc/portable-lb/config.json"]);
+    expect(c.env).toEqual([
+      { name: "NODE_NAME", valueFrom: { fieldRef: { fieldPath: "spec.nodeName" } } },
+      { name: "POD_NAMESPACE", valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } },
+    ]);
+    expect(c.livenessProbe.httpGet).toEqual({ path: "/healthz", port: 9152 });
+    expect(c.readinessProbe.httpGet).toEqual({ path: "/readyz", port: 9152 });
+    expect(ds!.spec.template.metadata.annotations).toEqual(args.podAnnotations);
+    expect(ds!.spec.selector.matchLabels).toEqual({ app: "portable-lb-node-agent" });
+    expect(ds!.metadata.annotations).toBeUndefined();
+  });
+
+  it("skips Pulumi's readiness wait only when asked (clusters without kubelets)", async () => {
+    new NodeAgent("agent", { ...args, skipAwait: true });
+    await settled();
+    expect(byType(":DaemonSet")[0]!.metadata.annotations).toEqual({ "pulumi.com/skipAwait": "true" });
+  });
+});

@@ -1,0 +1,93 @@
+// A process a test starts inside a lab namespace and follows to its exit status: what an entrypoint
+// test needs beyond LabNamespace.spawn (whose daemons are detached and report no exit code). It can
+// run as PID 1 of a PID namespace of its own, as a container's command does, where a signal the
+// process has no handler for is dropped. Output goes to a log file in the lab's folder; the lab's
+// destroy() kills whatever is left in its namespaces.
+import { spawn } from "node:child_process";
+import { closeSync, openSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { lastLines, waitUntil } from "../processes.ts";
+import type { LabNamespace } from "./netnsLab.ts";
+
+export interface ExitStatus {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+export interface WatchOptions {
+  /** Added to the environment. */
+  env?: NodeJS.ProcessEnv;
+  /** Run as PID 1 of a new PID namespace (`unshare --pid --fork`), as in a container. */
+  asPid1?: boolean;
+}
+
+export interface WatchedProcess {
+  logFile: string;
+  /** Resolves when the process has exited. */
+  exited: Promise<ExitStatus>;
+  /** Undefined while it runs. */
+  status(): ExitStatus | undefined;
+  /** Sends `signal` to the command and resolves with its exit status, or undefined if it still runs after `withinMs`. */
+  signal(signal: NodeJS.Signals, withinMs: number): Promise<ExitStatus | undefined>;
+  /** Ensures it is gone: SIGKILL if it still runs. */
+  kill(): Promise<void>;
+  lastLines(n?: number): string;
+}
+
+/** The first child of `pid` (unshare's forked command), once it exists. */
+async function childOf(pid: number): Promise<number | undefined> {
+  let child: number | undefined;
+  await waitUntil(() => {
+    try {
+      child =
+        Number(readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").trim().split(" ")[0]) || undefined;
+    } catch {
+      child = undefined;
+    }
+    return child !== undefined;
+  }, 5_000);
+  return child;
+}
+
+export function startWatched(
+  ns: LabNamespace,
+  logDir: string,
+  name: string,
+  argv: readonly string[],
+  opts: WatchOptions = {},
+): WatchedProcess {
+  const logFile = join(logDir, `${ns.name}-${name}.log`);
+  const log = openSync(logFile, "a");
+  // `ip netns exec` execs the command, so the pid is the command's own (or unshare's, which passes
+  // the command's exit status on and kills it if unshare is killed).
+  const pid1 = opts.asPid1 ? ["unshare", "--pid", "--fork", "--kill-child"] : [];
+  const child = spawn("ip", ["netns", "exec", ns.netns, ...pid1, ...argv], {
+    stdio: ["ignore", log, log],
+    env: { ...process.env, ...opts.env },
+  });
+  closeSync(log);
+  const pid = child.pid;
+  if (pid === undefined) throw new Error(`${ns.netns}: ${name} (${argv[0]}) could not be started`);
+  let status: ExitStatus | undefined;
+  const exited = new Promise<ExitStatus>((resolve) =>
+    child.once("exit", (code, signal) => resolve((status = { code, signal }))),
+  );
+  const within = (ms: number) =>
+    Promise.race([exited, new Promise<undefined>((r) => setTimeout(() => r(undefined), ms).unref())]);
+  return {
+    logFile,
+    exited,
+    status: () => status,
+    async signal(sig, withinMs) {
+      const target = opts.asPid1 ? await childOf(pid) : pid;
+      if (!status && target !== undefined) process.kill(target, sig);
+      return within(withinMs);
+    },
+    async kill() {
+      if (status) return;
+      child.kill("SIGKILL");
+      await within(5_000);
+    },
+    lastLines: (n = 20) => lastLines(logFile, n),
+  };
+}

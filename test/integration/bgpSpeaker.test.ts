@@ -1,0 +1,142 @@
+// The controller's BGP side against real BIRDs: an LB pod namespace running the image's speaker
+// entrypoint, driven by SpeakerControl (what the controller calls), and a route reflector namespace
+// running the config portable-lb renders for it. VIPs appear at the reflector with the node as next
+// hop, follow the announced set, and drain withdraws them before it returns.
+import { renderRouteReflectorBird } from "@portable-lb/core/bgp";
+import { LB_COMMANDS } from "@portable-lb/core/config";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { SessionMonitor } from "../../lb-image/src/bgp/sessionMonitor.ts";
+import { SpeakerControl } from "../../lb-image/src/bgp/speakerControl.ts";
+import { Registry } from "prom-client";
+import { NetnsLab, type LabNamespace, type LabProcess } from "../harness/netns/netnsLab.ts";
+import { settle } from "../harness/settle.ts";
+
+const POD_IP = "10.244.1.10";
+const RR_IP = "10.244.1.2";
+const NODE_IP = "10.244.1.1"; // the next hop must resolve at the reflector: on its segment here
+const timing = {
+  bfd: { minRxMs: 100, minTxMs: 100, multiplier: 3 },
+  timers: { holdTimeS: 9, keepaliveS: 3 },
+};
+
+let lab: NetnsLab;
+let pod: LabNamespace;
+let rr: LabNamespace;
+let dir: string;
+let speaker: SpeakerControl;
+let reflector: LabProcess;
+
+/** The reflector's VIP routes as "prefix via next-hop". */
+async function reflectorRoutes(): Promise<string[]> {
+  const out = await rr.run("birdc", ["-s", join(dir, "rr.ctl"), "show", "route", "all"]);
+  const routes: string[] = [];
+  let prefix = "";
+  for (const line of out.split("\n")) {
+    const m = /^(\d+\.\d+\.\d+\.\d+\/\d+)\s/.exec(line);
+    if (m) prefix = m[1]!;
+    const hop = /BGP\.next_hop: (\S+)/.exec(line);
+    if (hop && prefix) routes.push(`${prefix} via ${hop[1]}`);
+  }
+  return routes.sort();
+}
+
+beforeAll(async () => {
+  lab = await NetnsLab.create("bgpspk");
+  pod = await lab.namespace("pod");
+  rr = await lab.namespace("rr");
+  const segment = await lab.bridge(rr, "seg", `${RR_IP}/24`);
+  await lab.attach(segment, pod, `${POD_IP}/24`, "eth0");
+  await lab.attach(segment, await lab.namespace("node"), `${NODE_IP}/24`, "eth0");
+  dir = mkdtempSync(join(tmpdir(), "portable-lb-bgp-"));
+  writeFileSync(
+    join(dir, "rr.conf"),
+    renderRouteReflectorBird({
+      routerId: RR_IP,
+      asn: 64512,
+      speakerRanges: ["10.244.0.0/16"],
+      speakerLocalAddress: RR_IP,
+      vipPrefixes: ["10.1.1.0/24"],
+      upstreamRouters: [],
+      peerReflectors: [],
+      gracefulRestartS: 120,
+      ...timing,
+    }),
+  );
+  reflector = await rr.spawn("bird", "bird", ["-f", "-c", join(dir, "rr.conf"), "-s", join(dir, "rr.ctl")]);
+  const bin = join(__dirname, "../../lb-image/bin", LB_COMMANDS.speaker);
+  await pod.spawn(
+    "speaker",
+    process.execPath,
+    [bin, "--config", join(dir, "bird.conf"), "--socket", join(dir, "bird.ctl")],
+    {
+      marker: bin,
+    },
+  );
+  speaker = new SpeakerControl({
+    base: {
+      routerId: POD_IP,
+      asn: 64512,
+      routeReflectors: [RR_IP],
+      nextHop: NODE_IP,
+      gracefulRestartS: 120,
+      ...timing,
+    },
+    runDir: dir,
+    // birdc runs in the host namespace: its socket is a path, which namespaces do not separate.
+  });
+});
+
+afterAll(async () => {
+  await lab?.destroy();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+describe("LB speaker driven by the controller, against a real route reflector", () => {
+  it("announces the VIPs with the node as next hop once BIRD starts on the first config", async () => {
+    expect(await speaker.announce(["10.1.1.10", "10.1.1.11"])).toBe(true);
+    await settle(async () => (await reflectorRoutes()).length === 2, 30_000);
+    expect(await reflectorRoutes()).toEqual([`10.1.1.10/32 via ${NODE_IP}`, `10.1.1.11/32 via ${NODE_IP}`]);
+  });
+
+  it("follows the announced set by reloading, and a same set is no change", async () => {
+    expect(await speaker.announce(["10.1.1.11", "10.1.1.12"])).toBe(true);
+    await settle(
+      async () =>
+        (await reflectorRoutes()).join() === `10.1.1.11/32 via ${NODE_IP},10.1.1.12/32 via ${NODE_IP}`,
+    );
+    expect(await speaker.announce(["10.1.1.12", "10.1.1.11"])).toBe(false);
+  });
+
+  it("refuses a config BIRD's parser rejects and keeps announcing the last good one", async () => {
+    await expect(speaker.announce(["10.1.1.300"])).rejects.toThrow(/bird -p/);
+    expect(await reflectorRoutes()).toHaveLength(2);
+  });
+
+  it("drain withdraws everything before it returns, and stays withdrawn", async () => {
+    await speaker.drain(10_000);
+    await settle(async () => (await reflectorRoutes()).length === 0, 5_000);
+    expect(await speaker.announce(["10.1.1.10"])).toBe(false);
+    expect(await reflectorRoutes()).toEqual([]);
+  });
+
+  it("reports a dropped session: metric down and a drop naming the peer", async () => {
+    const registry = new Registry();
+    const drops: string[] = [];
+    const monitor = new SessionMonitor({
+      socket: join(dir, "bird.ctl"),
+      peerOf: (session) => [RR_IP][Number(session.split("_")[1]) - 1] ?? session,
+      registry,
+      onDrop: (peer) => drops.push(peer),
+    });
+    const up = async () =>
+      (await registry.getSingleMetricAsString("portable_lb_bgp_session_up")).trim().split("\n").pop();
+    await monitor.poll();
+    expect(await up()).toBe(`portable_lb_bgp_session_up{peer="${RR_IP}"} 1`);
+    await reflector.stop();
+    await settle(async () => (await monitor.poll()).every((s) => !s.established), 10_000);
+    expect(drops).toEqual([RR_IP]);
+    expect(await up()).toBe(`portable_lb_bgp_session_up{peer="${RR_IP}"} 0`);
+  });
+});
