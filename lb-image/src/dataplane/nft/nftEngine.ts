@@ -44,6 +44,6 @@ export class NftEngine extends DiffEngine<NftService[]> {
     return state.length;
   }
   async counters(): Promise<VipCounter[]> {
-    return parseNftCounters(await run([...this.nft, "-j", "list", "counters", "table", "ip", NFT_TABLE]));
+    return parseNftCounters(await run([...this.nft, "-j", "list", "map", "ip", NFT_TABLE, "services"]));
   }
 }

@@ -1,11 +1,14 @@
-// Reads the engine's state back from `nft -j list table ip portable_lb`.
+// Reads the engine's state back from `nft -j list table ip portable_lb`, and the per-service
+// connection counters from `nft -j list map ip portable_lb services`.
 import type { VipCounter } from "../model.ts";
-import { parseCounterName, sortNft, type NftService } from "./nftState.ts";
+import { sortNft, type NftService } from "./nftState.ts";
 
 interface NftJson {
   nftables: Record<string, unknown>[];
 }
 type Concat = { concat: (string | number)[] };
+/** A dispatch-map key: plain, or wrapped with its counter ({ elem: { val, counter } }). */
+type Key = Concat | { elem: { val: Concat; counter?: { packets: number } } };
 interface Rule {
   chain: string;
   expr: Record<string, unknown>[];
@@ -27,34 +30,54 @@ function slotsOf(rules: Rule[], chain: string): string[] {
     .map(([, backend]) => `${backend.concat[0]} . ${backend.concat[1]}`);
 }
 
+interface DispatchEntry {
+  service: Pick<NftService, "protocol" | "vip" | "port">;
+  chain: string | undefined;
+  connections: number;
+}
+
+/** The `services` dispatch map's entries in an nft JSON document. */
+function dispatchEntries(doc: NftJson): DispatchEntry[] {
+  const services = doc.nftables
+    .map((i) => i["map"] as { name: string; elem?: unknown[] } | undefined)
+    .find((m) => m?.name === "services");
+  return (services?.elem ?? []).map((entry) => {
+    const [key, verdict] = entry as [Key, { goto?: { target: string } }];
+    const concat = "elem" in key ? key.elem.val : key;
+    const [vip, protocol, port] = concat.concat as [string, string, number];
+    if (protocol !== "tcp" && protocol !== "udp") {
+      throw new NftParseError(`nft: unexpected services entry ${JSON.stringify(entry)}`);
+    }
+    return {
+      service: { protocol, vip, port },
+      chain: verdict.goto?.target,
+      connections: "elem" in key ? (key.elem.counter?.packets ?? 0) : 0,
+    };
+  });
+}
+
 /** The services in the table, or [] when the table holds none. */
 export function parseNftTable(json: string): NftService[] {
   const doc = JSON.parse(json) as NftJson;
   const rules = doc.nftables
     .map((i) => i["rule"] as Rule | undefined)
     .filter((r): r is Rule => r !== undefined);
-  const services = doc.nftables
-    .map((i) => i["map"] as { name: string; elem?: unknown[] } | undefined)
-    .find((m) => m?.name === "services");
   return sortNft(
-    (services?.elem ?? []).map((entry) => {
-      const [key, verdict] = entry as [Concat, { goto?: { target: string } }];
-      const [vip, protocol, port] = key.concat as [string, string, number];
-      const chain = verdict.goto?.target;
-      if (!chain?.startsWith("svc_") || (protocol !== "tcp" && protocol !== "udp")) {
-        throw new NftParseError(`nft: unexpected services entry ${JSON.stringify(entry)}`);
+    dispatchEntries(doc).map(({ service, chain }) => {
+      if (!chain?.startsWith("svc_")) {
+        throw new NftParseError(
+          `nft: services entry ${JSON.stringify(service)} does not go to a service chain`,
+        );
       }
-      return { protocol, vip, port, slots: slotsOf(rules, chain) };
+      return { ...service, slots: slotsOf(rules, chain) };
     }),
   );
 }
 
-/** Connections per service from `nft -j list counters table ip portable_lb`. */
+/** Connections per service: the dispatch map's element counters. */
 export function parseNftCounters(json: string): VipCounter[] {
-  const doc = JSON.parse(json) as NftJson;
-  return doc.nftables.flatMap((i) => {
-    const c = i["counter"] as { name: string; packets: number } | undefined;
-    const service = c && parseCounterName(c.name);
-    return service ? [{ ...service, connections: c.packets }] : [];
-  });
+  return dispatchEntries(JSON.parse(json) as NftJson).map((e) => ({
+    ...e.service,
+    connections: e.connections,
+  }));
 }

@@ -1,7 +1,7 @@
 // nft scripts for the nftables engine: the table skeleton, and one transaction per change that
 // touches only the services that changed. `nft -f` applies a script atomically: all or nothing.
 import { serviceKey } from "../model.ts";
-import { NFT_TABLE, counterName, objectId, type NftService } from "./nftState.ts";
+import { NFT_TABLE, objectId, type NftService } from "./nftState.ts";
 
 const T = `ip ${NFT_TABLE}`;
 /** Fixed hash seed: every LB pod must hash a flow the same way to pick the same backend. */
@@ -12,7 +12,10 @@ export function skeleton(): string {
   const dispatch = "ip daddr . meta l4proto . th dport vmap @services";
   return [
     `add table ${T}`,
-    `add map ${T} services { type ipv4_addr . inet_proto . inet_service : verdict ; }`,
+    // Every element counts the packets that match it; the map sits in NAT hooks, which see only
+    // the first packet of a connection, so these are connections per service. Listing this one
+    // map is cheap, unlike counters in rules (nft would load every backend table to list those).
+    `add map ${T} services { type ipv4_addr . inet_proto . inet_service : verdict ; counter ; }`,
     `add chain ${T} prerouting { type nat hook prerouting priority dstnat ; policy accept ; }`,
     `add rule ${T} prerouting ${dispatch}`,
     // Traffic that starts inside the LB pod (health checks, tests) takes the same path.
@@ -28,11 +31,9 @@ export function skeleton(): string {
 
 // The backend table sits in an anonymous map inside the service's one rule: a named map keyed by
 // a jhash result makes `nft list` of nftables 1.0.6 crash, and operators must be able to list.
-// The named counter sits in a nat chain, which sees only the first packet of each connection: it
-// counts connections. Being named, it survives the rule swaps of backend changes.
 function rule(s: NftService): string {
   const id = objectId(s);
-  const head = `add rule ${T} svc_${id} counter name ${counterName(s)}`;
+  const head = `add rule ${T} svc_${id}`;
   if (s.slots.length === 0) return `${head} drop`;
   const elements = s.slots.map((backend, i) => `${i} : ${backend}`).join(", ");
   return (
@@ -60,7 +61,6 @@ export function transactionGroups(current: NftService[], desired: NftService[]):
       `delete element ${T} services { ${dispatchKey(s)} }`,
       `flush chain ${T} svc_${id}`,
       `delete chain ${T} svc_${id}`,
-      `delete counter ${T} ${counterName(s)}`,
     ]);
   }
   for (const [key, s] of want) {
@@ -68,7 +68,6 @@ export function transactionGroups(current: NftService[], desired: NftService[]):
     const old = cur.get(key);
     if (!old) {
       groups.push([
-        `add counter ${T} ${counterName(s)}`,
         `add chain ${T} svc_${id}`,
         rule(s),
         `add element ${T} services { ${dispatchKey(s)} : goto svc_${id} }`,

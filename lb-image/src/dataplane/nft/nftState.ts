@@ -77,19 +77,3 @@ export function objectId(s: Pick<NftService, "protocol" | "vip" | "port">): stri
     .join("");
   return `${s.protocol}_${hex}_${s.port}`;
 }
-
-/** The service's connection counter, e.g. conns_tcp_0a01010a_80. */
-export function counterName(s: Pick<NftService, "protocol" | "vip" | "port">): string {
-  return `conns_${objectId(s)}`;
-}
-
-/** counterName's inverse; undefined for a name that is not ours. */
-export function parseCounterName(name: string): Pick<NftService, "protocol" | "vip" | "port"> | undefined {
-  const m = /^conns_(tcp|udp)_([0-9a-f]{8})_(\d+)$/.exec(name);
-  if (!m) return undefined;
-  const vip = m[2]!
-    .match(/../g)!
-    .map((h) => parseInt(h, 16))
-    .join(".");
-  return { protocol: m[1] as "tcp" | "udp", vip, port: Number(m[3]) };
-}
