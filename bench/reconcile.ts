@@ -15,7 +15,6 @@
 // is timed. Prints a table and writes JSON (summary and samples) and CSV (samples) under
 // bench/results/.
 import { mkdirSync, writeFileSync } from "node:fs";
-import { mkdtemp } from "node:fs/promises";
 import { loadavg } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
@@ -23,16 +22,10 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { CoreV1Api, DiscoveryV1Api, KubeConfig } from "@kubernetes/client-node";
 import { DEFAULT_LOAD_BALANCER_CLASS, type LbConfigInput } from "@portable-lb/core/config";
 import { objectId } from "../lb-image/src/dataplane/nft/nftState.ts";
-import {
-  instancesRoot,
-  killControlPlaneNow,
-  reapStale,
-  startControlPlane,
-  stopControlPlane,
-} from "../test/harness/controlPlane.ts";
-import { NetnsLab, reapStaleLabs, type LabNamespace } from "../test/harness/netns/netnsLab.ts";
+import { NetnsLab, type LabNamespace } from "../test/harness/netns/netnsLab.ts";
 import { freePort } from "../test/harness/ports.ts";
 import { waitUntil } from "../test/harness/processes.ts";
+import { benchControlPlane, progress } from "./lib/benchSetup.ts";
 import { ControllerUnderTest } from "./lib/controllerUnderTest.ts";
 import {
   ENDPOINTS_PER_SERVICE,
@@ -111,10 +104,6 @@ const lbConfig: LbConfigInput = {
   bgp: { asn: 64512, routeReflectors: ["10.0.0.5"] },
 };
 
-function progress(text: string): void {
-  console.error(`[${new Date().toISOString().slice(11, 19)}] ${text}`);
-}
-
 async function main(): Promise<void> {
   const o = options();
   if (process.getuid?.() !== 0) throw new Error("the benchmark needs root (network namespaces, nftables)");
@@ -126,19 +115,7 @@ async function main(): Promise<void> {
 
   const teardown = new Teardown();
   try {
-    const root = instancesRoot();
-    mkdirSync(root, { recursive: true });
-    for (const line of [...(await reapStale(root)), ...(await reapStaleLabs())]) progress(line);
-    progress("starting a local control plane for the benchmark");
-    const cp = await startControlPlane({
-      dir: await mkdtemp(join(root, `bench-reconcile-${process.pid}-`)),
-      ownerPid: process.pid,
-    });
-    teardown.add({
-      name: "control plane",
-      stop: () => stopControlPlane(cp),
-      killNow: () => killControlPlaneNow(cp),
-    });
+    const cp = await benchControlPlane(teardown, "bench-reconcile");
     const lab = await NetnsLab.create("bench-reconcile");
     // The lab registers its own exit handler; destroy() is the orderly path.
     teardown.add({ name: "netns lab", stop: () => lab.destroy(), killNow: () => undefined });

@@ -4,6 +4,7 @@ import { spawn } from "node:child_process";
 import { createWriteStream, readFileSync } from "node:fs";
 import { request } from "node:http";
 import { createInterface } from "node:readline";
+import { CONTROLLER_MEMORY } from "@portable-lb/core/config";
 import { killNow, stopProcess } from "../../test/harness/processes.ts";
 
 const MARKER = "controllerProcess.mjs";
@@ -31,6 +32,11 @@ export interface Memory {
   /** /proc/<pid>/status VmRSS and VmHWM (peak), in bytes. */
   rss: number;
   peakRss: number;
+  /**
+   * /proc/<pid>/smaps_rollup LazyFree: pages the process freed with MADV_FREE (V8 returns heap
+   * pages so), still counted in RSS until the kernel needs them, as under a container's limit.
+   */
+  lazyFree: number;
 }
 
 interface Waiter {
@@ -48,7 +54,8 @@ export class ControllerUnderTest {
   #lastLineAt = Date.now();
 
   constructor(args: ControllerArgs) {
-    const flags: string[] = [];
+    // The heap flags the pod runs the controller with (its NODE_OPTIONS), so memory is the pod's.
+    const flags = CONTROLLER_MEMORY.nodeOptions.split(" ");
     if (args.cpuProfileDir) flags.push("--cpu-prof", `--cpu-prof-dir=${args.cpuProfileDir}`);
     const log = createWriteStream(args.logFile, { flags: "a" });
     this.startedAt = Date.now();
@@ -131,7 +138,9 @@ export class ControllerUnderTest {
   memory(): Memory {
     const status = readFileSync(`/proc/${this.pid}/status`, "utf8");
     const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? NaN);
-    return { rss: kb("VmRSS") * 1024, peakRss: kb("VmHWM") * 1024 };
+    const rollup = readFileSync(`/proc/${this.pid}/smaps_rollup`, "utf8");
+    const lazyKb = Number(/^LazyFree:\s+(\d+) kB/m.exec(rollup)?.[1] ?? NaN);
+    return { rss: kb("VmRSS") * 1024, peakRss: kb("VmHWM") * 1024, lazyFree: lazyKb * 1024 };
   }
 
   /** SIGTERM (the controller stops its watches and exits), SIGKILL after 20 s. */

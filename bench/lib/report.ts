@@ -1,4 +1,5 @@
 // The reconcile benchmark's figures as a plain-text report, with the issue's targets beside them.
+import { CONTROLLER_MEMORY } from "@portable-lb/core/config";
 import { cpus, loadavg, release, totalmem } from "node:os";
 import { execCommand } from "../../test/harness/netns/netnsLab.ts";
 import type { Memory } from "./controllerUnderTest.ts";
@@ -85,6 +86,7 @@ export function formatReport(m: MachineInfo, results: SizeResult[]): string {
   const lines = [
     "portable-lb controller benchmark: EndpointSlice write -> rules applied (nftables, one endpoint flipped per change)",
     `machine: ${m.cpus} x ${m.cpuModel}, ${m.memoryGb} GB; Node ${m.node}; kernel ${m.kernel}; ${m.nft}`,
+    `controller: node ${CONTROLLER_MEMORY.nodeOptions} (as in the pod, whose memory limit is ${CONTROLLER_MEMORY.limitMi} MiB)`,
     `load average (1 min): ${m.loadStart.toFixed(1)} at start, ${m.loadEnd?.toFixed(1) ?? "?"} at end ` +
       `(other work shares the cores: absolute figures are noisy, compare ratios)`,
     "",
@@ -129,7 +131,7 @@ export function formatReport(m: MachineInfo, results: SizeResult[]): string {
         "RSS MB",
         "peak RSS MB",
         "heap MB",
-        "RSS after restart MB",
+        "RSS after restart MB (lazily freed)",
         "kernel checks",
       ],
       ...results.map((r) => [
@@ -141,7 +143,7 @@ export function formatReport(m: MachineInfo, results: SizeResult[]): string {
         mb(r.memory.afterLoad.rss),
         mb(r.memory.afterLoad.peakRss),
         mb(r.memory.afterLoad.heapUsed),
-        mb(r.memory.afterRestart.rss),
+        `${mb(r.memory.afterRestart.rss)} (${mb(r.memory.afterRestart.lazyFree)})`,
         `${r.kernelChecks.checked - r.kernelChecks.mismatches}/${r.kernelChecks.checked} ok`,
       ]),
     ]),

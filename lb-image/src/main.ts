@@ -14,7 +14,12 @@ runProcess(LB_COMMANDS.controller, async ({ config, kubeconfig, log }) => {
     // The downward API gives both (see the pod spec); without them there is nothing to announce.
     ...(process.env.POD_IP &&
       process.env.HOST_IP && {
-        speaker: { podIp: process.env.POD_IP, nodeIp: process.env.HOST_IP, runDir: LB_PATHS.birdRunDir },
+        speaker: {
+          podIp: process.env.POD_IP,
+          nodeIp: process.env.HOST_IP,
+          // Shared with the speaker container; several LB pods on one filesystem (tests) need their own.
+          runDir: process.env.PORTABLE_LB_BIRD_DIR ?? LB_PATHS.birdRunDir,
+        },
       }),
   });
   // The rules stay: the pod's network namespace goes away with the pod, and until then draining

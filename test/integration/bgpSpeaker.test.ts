@@ -129,6 +129,7 @@ describe("LB speaker driven by the controller, against a real route reflector", 
       peerOf: (session) => [RR_IP][Number(session.split("_")[1]) - 1] ?? session,
       registry,
       onDrop: (peer) => drops.push(peer),
+      onProblem: () => undefined,
     });
     const up = async () =>
       (await registry.getSingleMetricAsString("portable_lb_bgp_session_up")).trim().split("\n").pop();

@@ -9,7 +9,7 @@ import { existsSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { lbService, slice } from "../../lb-image/src/controller/testing/k8sObjects.ts";
 import { ApiBridge } from "../harness/netns/apiBridge.ts";
-import { httpHistogram, startHttpEcho } from "../harness/netns/httpClient.ts";
+import { getInside as getInsideNs, httpHistogram, startHttpEcho } from "../harness/netns/httpClient.ts";
 import { NetnsLab, type LabNamespace } from "../harness/netns/netnsLab.ts";
 import { startWatched, type WatchedProcess } from "../harness/netns/watchedProcess.ts";
 import { waitUntil } from "../harness/processes.ts";
@@ -44,13 +44,7 @@ let controller: WatchedProcess | undefined;
 let configFile: string;
 
 /** GET http://127.0.0.1:<port><path> from inside the LB namespace, where the pod's ports are. */
-async function getInside(port: number, path: string): Promise<{ status: number; body: string }> {
-  const script =
-    `fetch("http://127.0.0.1:${port}${path}").then(async (r) => ` +
-    `console.log(JSON.stringify({ status: r.status, body: await r.text() })), (e) => { console.error(e); process.exit(1); })`;
-  const out = await lbNs.run(process.execPath, ["-e", script], { timeoutMs: 10_000 });
-  return JSON.parse(out) as { status: number; body: string };
-}
+const getInside = (port: number, path: string) => getInsideNs(lbNs, port, path);
 
 async function vip(): Promise<string | undefined> {
   return (await core.readNamespacedServiceStatus({ name: "web", namespace: NS })).status?.loadBalancer

@@ -1,5 +1,5 @@
 import { announcedVips } from "./announcements.ts";
-import { parseProtocols } from "./sessionMonitor.ts";
+import { parseProtocols, sessionProblem } from "./sessionMonitor.ts";
 import { exportedPerSession } from "./speakerControl.ts";
 
 describe("announcedVips", () => {
@@ -53,18 +53,48 @@ describe("exportedPerSession", () => {
 });
 
 describe("parseProtocols", () => {
-  it("reads each BGP session's state from birdc show protocols", () => {
+  it("reads each BGP session's state and last error from birdc show protocols all", () => {
     const text = [
       "BIRD 2.0.12 ready.",
       "Name       Proto      Table      State  Since         Info",
       "device1    Device     ---        up     18:08:11.019  ",
+      "",
       "vips       Static     master4    up     18:08:11.019  ",
+      "  Channel ipv4",
+      "    State:          UP",
+      "",
       "reflector_1 BGP        ---        up     18:08:12.100  Established   ",
-      "reflector_2 BGP        ---        start  18:08:11.019  Active        Socket: Connection refused",
+      "  BGP state:          Established",
+      "    Neighbor address: 10.244.1.1",
+      "",
+      "reflector_2 BGP        ---        start  18:08:11.019  Idle          BGP Error: Bad peer AS",
+      "  BGP state:          Idle",
+      "    Neighbor address: 10.244.2.1",
+      "    Last error:       BGP Error: Bad peer AS",
     ].join("\n");
     expect(parseProtocols(text)).toEqual([
       { name: "reflector_1", established: true, info: "Established" },
-      { name: "reflector_2", established: false, info: "Active        Socket: Connection refused" },
+      {
+        name: "reflector_2",
+        established: false,
+        info: "Idle          BGP Error: Bad peer AS",
+        lastError: "BGP Error: Bad peer AS",
+      },
     ]);
+  });
+});
+
+describe("sessionProblem", () => {
+  it.each([
+    ["Idle          Received: Bad peer AS", /bgp\.asn must be the route reflectors' AS/],
+    ["Idle          BGP Error: Bad peer AS", /bgp\.asn must be the route reflectors' AS/],
+    ["Active        Socket: Connection refused", /route reflector runs/],
+    ["Active        Socket: No route to host", /no route to the reflector/],
+    ["Connect       Socket: Connection timed out", /BGP password \(TCP MD5, bgp\.passwordFile\)/],
+    ["Active        Socket: Connection closed", /refuses this pod \(its AS number, bgp\.asn/],
+  ])("names the field to check for %s, and quotes BIRD", (info, hint) => {
+    const problem = sessionProblem(info);
+    expect(problem).toMatch(hint);
+    expect(problem).toContain(`(BIRD: ${info.replace(/^\S+\s*/, "")})`);
   });
 });

@@ -4,15 +4,29 @@
 import {
   CoreV1Api,
   DiscoveryV1Api,
-  ListWatch,
   Watch,
   type KubeConfig,
+  type ListWatch,
   type V1EndpointSlice,
   type V1Service,
 } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import { ResilientInformers, type InformerHooks } from "../kube/informers.ts";
 import type { ClusterView } from "./reconciler.ts";
+
+/**
+ * Keeps of a slice what the desired state reads: its service label, ports, and each endpoint's
+ * addresses and conditions. The rest (targetRef, nodeName, zone, hints, owner references) is most of
+ * a slice's size, and there are as many slices as Services.
+ */
+function trimSlice(slice: V1EndpointSlice): void {
+  if (slice.metadata) {
+    delete slice.metadata.ownerReferences;
+    delete slice.metadata.annotations;
+    delete slice.metadata.generateName;
+  }
+  slice.endpoints = slice.endpoints?.map(({ addresses, conditions }) => ({ addresses, conditions }));
+}
 
 export class ClusterWatch implements ClusterView {
   private readonly informers: ResilientInformers;
@@ -24,19 +38,17 @@ export class ClusterWatch implements ClusterView {
     const discovery = kc.makeApiClient(DiscoveryV1Api);
     const watch = new Watch(kc);
     this.informers = new ResilientInformers(log, hooks);
-    this.serviceInformer = this.informers.add(
-      "services",
-      new ListWatch("/api/v1/services", watch, () => core.listServiceForAllNamespaces(), false),
-    );
-    this.sliceInformer = this.informers.add(
-      "endpointslices",
-      new ListWatch(
-        "/apis/discovery.k8s.io/v1/endpointslices",
-        watch,
-        () => discovery.listEndpointSliceForAllNamespaces(),
-        false,
-      ),
-    );
+    this.serviceInformer = this.informers.add<V1Service>("services", {
+      path: "/api/v1/services",
+      watch,
+      list: (page) => core.listServiceForAllNamespaces(page),
+    });
+    this.sliceInformer = this.informers.add<V1EndpointSlice>("endpointslices", {
+      path: "/apis/discovery.k8s.io/v1/endpointslices",
+      watch,
+      list: (page) => discovery.listEndpointSliceForAllNamespaces(page),
+      trim: trimSlice,
+    });
   }
 
   start(): Promise<void> {

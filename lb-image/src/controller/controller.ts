@@ -17,12 +17,11 @@ import { probe, type Probe } from "../health/probe.ts";
 import { ClusterWatch } from "./clusterWatch.ts";
 import { EventSink } from "./eventSink.ts";
 import { startHttpServer } from "./httpServer.ts";
-import { LeaderElector, type LeaseTiming } from "./leaderElection.ts";
+import { LeaderElector, allocatorLease, type LeaseTiming } from "./leaderElection.ts";
 import { ControllerMetrics } from "./metrics.ts";
 import { Reconciler } from "./reconciler.ts";
 import { statusWriter } from "./statusWriter.ts";
 
-export const ALLOCATOR_LEASE = "portable-lb-allocator";
 const DRAIN_WITHDRAW_TIMEOUT_MS = 15_000;
 
 function bgpSpeaker(o: ControllerOptions): SpeakerControl | undefined {
@@ -96,7 +95,7 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
   const elector = new LeaderElector({
     api: o.kubeconfig.makeApiClient(CoordinationV1Api),
     namespace: o.namespace,
-    name: ALLOCATOR_LEASE,
+    name: allocatorLease(o.config.loadBalancerClass),
     identity: o.identity,
     ...(o.leaseTiming && { timing: o.leaseTiming }),
     onChange: (leading) => {
@@ -133,6 +132,16 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
             kind: "Pod",
             reason: "BGPSessionDown",
             message: `BGP session to route reflector ${peer} went down (${info}); its routes to this pod's VIPs are withdrawn until it is back`,
+          },
+        ]),
+      // The sink sends each distinct problem once per ten minutes, however often it is seen.
+      onProblem: (peer, problem) =>
+        void events.report([
+          {
+            object: `${o.namespace}/${o.identity}`,
+            kind: "Pod",
+            reason: "BGPSessionNotEstablished",
+            message: `BGP session to route reflector ${peer} is not established: ${problem}; BIRD keeps retrying, and this pod's data plane keeps serving`,
           },
         ]),
     });

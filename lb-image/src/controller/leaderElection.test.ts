@@ -1,4 +1,4 @@
-import { MicroTime, decide } from "./leaderElection.ts";
+import { MicroTime, allocatorLease, decide } from "./leaderElection.ts";
 
 const lease = (holder: string | undefined, renewedSecondsAgo: number, duration = 15) => ({
   spec: {
@@ -29,5 +29,16 @@ describe("MicroTime", () => {
     expect(JSON.stringify({ t: new MicroTime("2026-11-22T05:22:43.853Z") })).toBe(
       '{"t":"2026-11-22T05:22:43.853000Z"}',
     );
+  });
+});
+
+describe("allocatorLease", () => {
+  it("names one valid Lease per load-balancer class", () => {
+    expect(allocatorLease("portable-lb.io/ecmp")).toBe("portable-lb-allocator-portable-lb.io-ecmp");
+    expect(allocatorLease("Example.com/LB_b")).toBe("portable-lb-allocator-example.com-lb-b");
+    expect(allocatorLease("portable-lb.io/a")).not.toBe(allocatorLease("portable-lb.io/b"));
+    const long = allocatorLease(`${"x".repeat(250)}.io/y`);
+    expect(long.length).toBeLessThanOrEqual(253);
+    expect(long).toMatch(/^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$/);
   });
 });

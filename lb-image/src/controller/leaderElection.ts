@@ -137,3 +137,13 @@ export class LeaderElector {
     }
   }
 }
+
+/**
+ * One elected VIP allocator per LB group: groups with different load-balancer classes (each its own
+ * pools, as the paper's two services with three and two LBs) must not wait on each other's leader.
+ * A class is a qualified name ("portable-lb.io/ecmp"); a Lease name is a DNS subdomain.
+ */
+export function allocatorLease(loadBalancerClass: string): string {
+  const name = `portable-lb-allocator-${loadBalancerClass.toLowerCase().replace(/[^a-z0-9.-]/g, "-")}`;
+  return name.slice(0, 253).replace(/[^a-z0-9]+$/, "");
+}

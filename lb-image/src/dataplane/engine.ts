@@ -28,7 +28,7 @@ export abstract class DiffEngine<S> implements DataPlaneEngine {
    * The change from `current` to `desired` as scripts applied in order (usually one), and how
    * many statements they hold.
    */
-  protected abstract diff(current: S, desired: S): { scripts: string[]; count: number };
+  protected abstract diff(current: S, desired: S): { scripts: Iterable<string>; count: number };
   protected abstract write(script: string): Promise<void>;
   protected abstract count(state: S): number;
   abstract counters(): Promise<VipCounter[]>;

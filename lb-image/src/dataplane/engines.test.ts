@@ -17,7 +17,7 @@ describe("IPVS and nftables engines", () => {
               .sort(),
           ]),
         );
-        const nft = new Map(toNft(desired).map((s) => [serviceKey(s), [...new Set(s.slots)].sort()]));
+        const nft = new Map(toNft(desired).map((s) => [serviceKey(s), [...s.backends].sort()]));
         expect(nft).toEqual(ipvs);
       }),
       { numRuns: 300 },

@@ -1,6 +1,7 @@
 // Runs the data plane's command-line tools with stdin, bounded in time, with errors that carry the
 // tool's own message (what an operator needs in the log and in the Event).
-import { execFile } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
+import { createInterface } from "node:readline";
 
 export class CommandError extends Error {
   readonly stderr: string;
@@ -8,6 +9,10 @@ export class CommandError extends Error {
     super(message);
     this.stderr = stderr;
   }
+}
+
+function failure(argv: string[], stderr: string, fallback: string): CommandError {
+  return new CommandError(`${argv.join(" ")} failed: ${stderr.trim() || fallback}`, stderr);
 }
 
 /** Runs argv[0] with the rest as arguments, feeding `input` on stdin. */
@@ -20,9 +25,7 @@ export function run(argv: [string, ...string[]], input = "", timeoutMs = 30_000)
       { timeout: timeoutMs, maxBuffer: 256 * 1024 * 1024 },
       (err, stdout, stderr) => {
         if (err) {
-          reject(
-            new CommandError(`${command} ${args.join(" ")} failed: ${stderr.trim() || err.message}`, stderr),
-          );
+          reject(failure(argv, stderr, err.message));
           return;
         }
         resolve(stdout);
@@ -32,6 +35,39 @@ export function run(argv: [string, ...string[]], input = "", timeoutMs = 30_000)
     // stdin is expected then, and the command's own exit status is what counts.
     child.stdin?.on("error", () => undefined);
     child.stdin?.end(input);
+  });
+}
+
+/**
+ * Runs argv[0] and hands each line of its output to `onLine` as it arrives, so that a listing of
+ * hundreds of megabytes is never one string in memory. Resolves when the command exits with 0.
+ */
+export function runLines(
+  argv: [string, ...string[]],
+  onLine: (line: string) => void,
+  timeoutMs = 120_000,
+): Promise<void> {
+  const [command, ...args] = argv;
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { stdio: ["ignore", "pipe", "pipe"], timeout: timeoutMs });
+    let stderr = "";
+    let parseError: Error | undefined;
+    child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr = (stderr + d).slice(-64 * 1024)));
+    createInterface({ input: child.stdout, crlfDelay: Infinity }).on("line", (line) => {
+      if (parseError !== undefined) return;
+      try {
+        onLine(line);
+      } catch (err) {
+        parseError = err instanceof Error ? err : new Error(String(err));
+        child.kill();
+      }
+    });
+    child.on("error", (err) => reject(failure(argv, stderr, err.message)));
+    child.on("close", (code, signal) => {
+      if (parseError !== undefined) reject(parseError);
+      else if (code === 0) resolve();
+      else reject(failure(argv, stderr, `exit ${code ?? signal}`));
+    });
   });
 }
 

@@ -2,7 +2,7 @@
 // the node's routes for the VIP pools pointing at the node's LB pod, following that pod's readiness.
 // It only reads Pods of the LB namespace on its own node. When the API server goes away, the routes
 // stay as they are; nothing is applied before the first complete list, so a restart adopts them.
-import { CoreV1Api, ListWatch, Watch, type KubeConfig, type V1Pod } from "@kubernetes/client-node";
+import { CoreV1Api, Watch, type KubeConfig, type V1Pod } from "@kubernetes/client-node";
 import { LB_APP_LABEL, type LbConfig } from "@portable-lb/core/config";
 import type { Server } from "node:http";
 import type { Logger } from "pino";
@@ -95,17 +95,19 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<RunningNodeAg
     onChange: () => runner.trigger(),
     onConnection: (up) => metrics.apiConnected.set(up ? 1 : 0),
   });
-  const pods = informers.add(
-    "pods",
-    new ListWatch<V1Pod>(
-      `/api/v1/namespaces/${o.namespace}/pods`,
-      new Watch(o.kubeconfig),
-      () => core.listNamespacedPod({ namespace: o.namespace, labelSelector: LB_POD_SELECTOR, fieldSelector }),
-      false,
-      LB_POD_SELECTOR,
-      fieldSelector,
-    ),
-  );
+  const pods = informers.add<V1Pod>("pods", {
+    path: `/api/v1/namespaces/${o.namespace}/pods`,
+    watch: new Watch(o.kubeconfig),
+    list: (page) =>
+      core.listNamespacedPod({
+        namespace: o.namespace,
+        labelSelector: LB_POD_SELECTOR,
+        fieldSelector,
+        ...page,
+      }),
+    labelSelector: LB_POD_SELECTOR,
+    fieldSelector,
+  });
   const pools = o.config.vipPools.map((p) => p.cidr);
   let applied = false;
   // Unknown until the first run; logged when it turns (or starts) off.

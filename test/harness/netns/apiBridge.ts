@@ -8,6 +8,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { TcpProxy } from "../tcpProxy.ts";
+import { repoRoot } from "../repoRoot.ts";
 import type { LabNamespace, LabProcess } from "./netnsLab.ts";
 
 export class ApiBridge {
@@ -42,7 +43,7 @@ export class ApiBridge {
     const host = new TcpProxy({ host: target.hostname, port: Number(target.port || 443) }, socketPath);
     try {
       await host.up();
-      const script = join(__dirname, "unixForward.ts");
+      const script = join(repoRoot(), "test/harness/netns/unixForward.ts");
       const inside = await ns.spawn(
         `api-bridge-${port}`,
         process.execPath,

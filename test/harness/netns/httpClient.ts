@@ -2,6 +2,7 @@
 // number of requests from a namespace to count which backend answered each. Every request opens
 // its own connection (new source port), so ECMP and L4-hashing load balancers see distinct flows.
 import { join } from "node:path";
+import { repoRoot } from "../repoRoot.ts";
 import type { LabNamespace, LabProcess } from "./netnsLab.ts";
 
 export interface HttpEchoOptions {
@@ -17,7 +18,7 @@ export interface HttpEchoOptions {
 /** Starts httpEcho.ts inside `ns` with this Node, and resolves once it listens. */
 export function startHttpEcho(ns: LabNamespace, opts: HttpEchoOptions = {}): Promise<LabProcess> {
   const port = opts.port ?? 8080;
-  const script = opts.script ?? join(__dirname, "httpEcho.ts");
+  const script = opts.script ?? join(repoRoot(), "test/harness/netns/httpEcho.ts");
   const args = [script, "--port", String(port)];
   if (opts.host !== undefined) args.push("--host", opts.host);
   if (opts.name !== undefined) args.push("--name", opts.name);
@@ -36,8 +37,11 @@ export interface HistogramOptions {
   requestTimeoutMs?: number;
   /** Bound on the whole run; default count × requestTimeoutMs + 10 s. Requests not sent by then count as failures. */
   totalTimeoutMs?: number;
-  /** Count by the backend's accepting address (X-Backend) or its --name (X-Backend-Name); default address. */
-  by?: "address" | "name";
+  /**
+   * Count by the backend's accepting address (X-Backend), its --name (X-Backend-Name), or the
+   * address the request reached it from (X-Client: the LB, which SNATs); default address.
+   */
+  by?: By;
 }
 
 export interface Histogram {
@@ -50,10 +54,11 @@ export interface Histogram {
   elapsedMs: number;
 }
 
+type By = "address" | "name" | "client";
 const MAX_REQUESTS = 10_000;
 // One line per request from curl's write-out: status, the two echo headers, curl's exit code and error.
 const WRITE_OUT =
-  "%{http_code}\\t%header{x-backend}\\t%header{x-backend-name}\\t%{exitcode}\\t%{errormsg}\\n";
+  "%{http_code}\\t%header{x-backend}\\t%header{x-backend-name}\\t%header{x-client}\\t%{exitcode}\\t%{errormsg}\\n";
 
 /**
  * Sends `count` GETs to `url` from inside `ns` (one curl process, a new connection per request)
@@ -99,18 +104,14 @@ export async function httpHistogram(
 }
 
 /** Turns curl's write-out lines into a histogram; requests with no line (a total timeout) count as failures. */
-export function parseWriteOut(
-  stdout: string,
-  count: number,
-  by: "address" | "name",
-): Omit<Histogram, "elapsedMs"> {
+export function parseWriteOut(stdout: string, count: number, by: By): Omit<Histogram, "elapsedMs"> {
   const counts: Record<string, number> = {};
   const errors: Record<string, number> = {};
   let answered = 0;
   const lines = stdout.split("\n").filter((l) => l !== "");
   for (const line of lines) {
-    const [status = "", address = "", name = "", exit = "", message = ""] = line.split("\t");
-    const key = by === "address" ? address : name;
+    const [status = "", address = "", name = "", client = "", exit = "", message = ""] = line.split("\t");
+    const key = { address, name, client }[by];
     if (/^2\d\d$/.test(status) && key !== "") {
       counts[key] = (counts[key] ?? 0) + 1;
       answered++;
@@ -122,4 +123,17 @@ export function parseWriteOut(
   const missing = Math.max(0, count - lines.length);
   if (missing > 0) errors["not sent within the total time"] = missing;
   return { counts, answered, failures: count - answered, errors };
+}
+
+/** GET http://127.0.0.1:<port><path> from inside `ns` (a pod's own ports, which only its loopback sees). */
+export async function getInside(
+  ns: LabNamespace,
+  port: number,
+  path: string,
+): Promise<{ status: number; body: string }> {
+  const script =
+    `fetch("http://127.0.0.1:${port}${path}").then(async (r) => ` +
+    `console.log(JSON.stringify({ status: r.status, body: await r.text() })), (e) => { console.error(e); process.exit(1); })`;
+  const out = await ns.run(process.execPath, ["-e", script], { timeoutMs: 10_000 });
+  return JSON.parse(out) as { status: number; body: string };
 }

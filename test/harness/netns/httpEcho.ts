@@ -45,6 +45,8 @@ const server = createServer((req, res) => {
     "content-length": Buffer.byteLength(body),
     "x-backend": backend,
     "x-backend-name": name,
+    // Behind a load balancer that SNATs toward backends: which LB the request came through.
+    "x-client": plain(req.socket.remoteAddress),
   });
   res.end(body);
 });

@@ -7,10 +7,11 @@ import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
+import { dirname, join } from "node:path";
 import { cpioNewc, type CpioEntry } from "./cpioNewc.ts";
 import { extractGuestOutput } from "./guestOutput.ts";
 import { requireCommand } from "../processes.ts";
+import { repoRoot } from "../repoRoot.ts";
 
 export { GUEST_PATHS, GUEST_TEST_DIR } from "./guestPaths.ts";
 
@@ -165,14 +166,4 @@ function runQemu(args: string[], timeoutMs: number): Promise<QemuRun> {
 
 function tail(text: string, lines = 30): string {
   return text.replaceAll("\r\n", "\n").trimEnd().split("\n").slice(-lines).join("\n") || "(nothing)";
-}
-
-// Jest runs this compiled to CommonJS (__dirname); other runners may load it as ESM, where the
-// working directory (the repository or below it) is the only anchor left.
-function repoRoot(): string {
-  const start = typeof __dirname === "string" ? __dirname : process.cwd();
-  for (let dir = resolve(start); ; dir = dirname(dir)) {
-    if (existsSync(join(dir, "scripts/bootstrap/ipvsGuest.sh"))) return dir;
-    if (dirname(dir) === dir) throw new Error(`cannot find the portable-lb repository above ${start}`);
-  }
 }

@@ -3,7 +3,7 @@
 import { execFileSync } from "node:child_process";
 import type { VirtualService } from "../model.ts";
 import { NftEngine } from "./nftEngine.ts";
-import { batches, transactionGroups } from "./nftRuleset.ts";
+import { batches, serviceChanges } from "./nftRuleset.ts";
 import { toNft } from "./nftState.ts";
 
 const NS = `plb-nfte-${process.pid}`;
@@ -127,7 +127,7 @@ describe("NftEngine", () => {
         ...web([backend]),
         vip: `10.1.${Math.floor(i / 250)}.${(i % 250) + 1}`,
       }));
-    const scripts = batches(transactionGroups([], toNft(many(450, "10.244.1.5"))));
+    const scripts = [...batches(serviceChanges([], toNft(many(450, "10.244.1.5"))))];
     expect(scripts.map((b) => b.match(/^add chain /gm)?.length)).toEqual([200, 200, 50]);
     const engine = new NftEngine(nft);
     expect(await engine.apply(many(450, "10.244.1.5"))).toEqual({ changes: 450 * 3 });

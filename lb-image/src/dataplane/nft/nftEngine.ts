@@ -1,10 +1,10 @@
-// nftables through nft: `-j list table` to read, one atomic `-f -` transaction per change (split
+// nftables through nft: `list table` read line by line, one atomic `-f -` transaction per change (split
 // by service only for changes of thousands of services, see SERVICES_PER_TRANSACTION).
 import { DiffEngine } from "../engine.ts";
-import { CommandError, run } from "../exec.ts";
+import { CommandError, run, runLines } from "../exec.ts";
 import type { VipCounter, VirtualService } from "../model.ts";
-import { parseNftCounters, parseNftTable } from "./nftParse.ts";
-import { batches, skeleton, transactionGroups } from "./nftRuleset.ts";
+import { NftTableParser, parseNftText } from "./nftParse.ts";
+import { batches, serviceChanges, skeleton } from "./nftRuleset.ts";
 import { NFT_TABLE, toNft, type NftRenderCache, type NftService } from "./nftState.ts";
 
 export class NftEngine extends DiffEngine<NftService[]> {
@@ -19,8 +19,11 @@ export class NftEngine extends DiffEngine<NftService[]> {
   }
 
   protected async read(): Promise<NftService[]> {
+    const parser = new NftTableParser();
     try {
-      return parseNftTable(await run([...this.nft, "-j", "list", "table", "ip", NFT_TABLE]));
+      // -n: numbers, not names from /etc/services; -s: no counters (not part of the state).
+      await runLines([...this.nft, "-n", "-s", "list", "table", "ip", NFT_TABLE], (l) => parser.line(l));
+      return parser.services();
     } catch (err) {
       // First start in this network namespace: make the table, with no services yet.
       if (err instanceof CommandError && /No such file or directory/.test(err.stderr)) {
@@ -34,8 +37,8 @@ export class NftEngine extends DiffEngine<NftService[]> {
     return toNft(desired, this.rendered);
   }
   protected diff(current: NftService[], desired: NftService[]) {
-    const groups = transactionGroups(current, desired);
-    return { scripts: batches(groups), count: groups.join("").split("\n").filter(Boolean).length };
+    const changes = serviceChanges(current, desired);
+    return { scripts: batches(changes), count: changes.reduce((n, c) => n + c.statements, 0) };
   }
   protected async write(script: string): Promise<void> {
     await run([...this.nft, "-f", "-"], script);
@@ -44,6 +47,8 @@ export class NftEngine extends DiffEngine<NftService[]> {
     return state.length;
   }
   async counters(): Promise<VipCounter[]> {
-    return parseNftCounters(await run([...this.nft, "-j", "list", "map", "ip", NFT_TABLE, "services"]));
+    return parseNftText(
+      await run([...this.nft, "-n", "list", "map", "ip", NFT_TABLE, "services"]),
+    ).counters();
   }
 }

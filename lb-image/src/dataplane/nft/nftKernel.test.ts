@@ -3,7 +3,7 @@
 import { execFileSync } from "node:child_process";
 import fc from "fast-check";
 import { arbitraryState } from "../testing/arbitraries.ts";
-import { parseNftTable } from "./nftParse.ts";
+import { parseNftText } from "./nftParse.ts";
 import { skeleton, transaction } from "./nftRuleset.ts";
 import { NFT_TABLE, toNft } from "./nftState.ts";
 
@@ -14,7 +14,7 @@ const nft = (args: string[], input?: string): string =>
     encoding: "utf8",
     timeout: 10_000,
   });
-const readBack = () => parseNftTable(nft(["-j", "list", "table", "ip", NFT_TABLE]));
+const readBack = () => parseNftText(nft(["-n", "-s", "list", "table", "ip", NFT_TABLE])).services();
 
 beforeAll(() => execFileSync("ip", ["netns", "add", NS]));
 afterAll(() => execFileSync("ip", ["netns", "delete", NS]));

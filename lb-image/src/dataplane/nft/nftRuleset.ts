@@ -35,7 +35,7 @@ function rule(s: NftService): string {
   const id = objectId(s);
   const head = `add rule ${T} svc_${id}`;
   if (s.slots.length === 0) return `${head} drop`;
-  const elements = s.slots.map((backend, i) => `${i} : ${backend}`).join(", ");
+  const elements = Array.from(s.slots, (b, i) => `${i} : ${s.backends[b]}`).join(", ");
   return (
     `${head} meta l4proto ${s.protocol} dnat ip addr . port to ` +
     `jhash ip saddr . th sport mod ${s.slots.length} seed ${FLOW_HASH_SEED} map { ${elements} }`
@@ -46,43 +46,72 @@ function dispatchKey(s: NftService): string {
   return `${s.vip} . ${s.protocol} . ${s.port}`;
 }
 
+/** One service's change: how many statements it holds, and its text, made only when sent. */
+export interface ServiceChange {
+  statements: number;
+  render: () => string;
+}
+
+const lines = (statements: string[]) => statements.map((l) => `${l}\n`).join("");
+
 /**
- * The commands that turn `current` into `desired`, one group per changed service (a group is never
- * split between transactions: no packet sees a half-updated service); empty when they are equal.
+ * The changes that turn `current` into `desired`, one per changed service (never split between
+ * transactions: no packet sees a half-updated service); empty when they are equal. Rendering waits
+ * for `batches`: the text of a first sync of 10,000 services is ~60 MB, of which one batch at a
+ * time need exist.
  */
-export function transactionGroups(current: NftService[], desired: NftService[]): string[] {
+export function serviceChanges(current: NftService[], desired: NftService[]): ServiceChange[] {
   const cur = new Map(current.map((s) => [serviceKey(s), s]));
   const want = new Map(desired.map((s) => [serviceKey(s), s]));
-  const groups: string[][] = [];
+  const changes: ServiceChange[] = [];
   for (const [key, s] of cur) {
     if (want.has(key)) continue;
     const id = objectId(s);
-    groups.push([
-      `delete element ${T} services { ${dispatchKey(s)} }`,
-      `flush chain ${T} svc_${id}`,
-      `delete chain ${T} svc_${id}`,
-    ]);
+    changes.push({
+      statements: 3,
+      render: () =>
+        lines([
+          `delete element ${T} services { ${dispatchKey(s)} }`,
+          `flush chain ${T} svc_${id}`,
+          `delete chain ${T} svc_${id}`,
+        ]),
+    });
   }
   for (const [key, s] of want) {
     const id = objectId(s);
     const old = cur.get(key);
     if (!old) {
-      groups.push([
-        `add chain ${T} svc_${id}`,
-        rule(s),
-        `add element ${T} services { ${dispatchKey(s)} : goto svc_${id} }`,
-      ]);
-    } else if (old !== s && old.slots.join(",") !== s.slots.join(",")) {
+      changes.push({
+        statements: 3,
+        render: () =>
+          lines([
+            `add chain ${T} svc_${id}`,
+            rule(s),
+            `add element ${T} services { ${dispatchKey(s)} : goto svc_${id} }`,
+          ]),
+      });
+    } else if (old !== s && !sameTable(old, s)) {
       // The rule is swapped inside one transaction: no packet sees a half-updated service.
-      groups.push([`flush chain ${T} svc_${id}`, rule(s)]);
+      changes.push({ statements: 2, render: () => lines([`flush chain ${T} svc_${id}`, rule(s)]) });
     }
   }
-  return groups.map((g) => g.map((l) => `${l}\n`).join(""));
+  return changes;
+}
+
+function sameTable(a: NftService, b: NftService): boolean {
+  const same = <T>(x: ArrayLike<T>, y: ArrayLike<T>) => {
+    if (x.length !== y.length) return false;
+    for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return false;
+    return true;
+  };
+  return same(a.backends, b.backends) && same(a.slots, b.slots);
 }
 
 /** The whole change as one script (what a small change is sent as). */
 export function transaction(current: NftService[], desired: NftService[]): string {
-  return transactionGroups(current, desired).join("");
+  return serviceChanges(current, desired)
+    .map((c) => c.render())
+    .join("");
 }
 
 /**
@@ -93,8 +122,12 @@ export function transaction(current: NftService[], desired: NftService[]): strin
  */
 export const SERVICES_PER_TRANSACTION = 200;
 
-export function batches(groups: string[], perBatch = SERVICES_PER_TRANSACTION): string[] {
-  const out: string[] = [];
-  for (let i = 0; i < groups.length; i += perBatch) out.push(groups.slice(i, i + perBatch).join(""));
-  return out;
+/** The scripts to send in order, each rendered when the one before it is done. */
+export function* batches(changes: ServiceChange[], perBatch = SERVICES_PER_TRANSACTION): Generator<string> {
+  for (let i = 0; i < changes.length; i += perBatch) {
+    yield changes
+      .slice(i, i + perBatch)
+      .map((c) => c.render())
+      .join("");
+  }
 }

@@ -67,6 +67,9 @@ export function birdSessionStatements(options: BirdSessionOptions): string[] {
     ...(gracefulRestartS === undefined ? [] : [`graceful restart time ${gracefulRestartS};`]),
     "# Retry 1-2 s after an error instead of 60-300 s, or a restarted peer is refused for minutes.",
     "error wait time 1, 2;",
+    "# Connect as soon as the session starts, not after BIRD's default 5 s: a new LB pod's VIPs",
+    "# must reach the router within a second.",
+    "connect delay time 0;",
     ...(password === undefined ? [] : [`password ${birdString(password, "BGP password")};`]),
   ];
 }

@@ -116,6 +116,20 @@ describe("PortableCluster", () => {
     for (const r of k8sResources) expect(r.provider).toMatch(/::plb-k8s::/);
   });
 
+  it("lets the reflectors accept speakers from the pod network and, masqueraded by flannel, the node network", async () => {
+    new PortableCluster("plb", bgpArgs("onprem"));
+    await settled();
+    const configs = ofType("kubernetes:core/v1:Secret").filter((c) =>
+      String(c.inputs.metadata.name).startsWith("portable-lb-rr-"),
+    );
+    expect(configs.length).toBeGreaterThan(0);
+    for (const c of configs) {
+      const conf = (secretValue(c.inputs.stringData) as Record<string, string>)["bird.conf"];
+      expect(conf).toContain(`neighbor range ${network.podCidr} internal;`);
+      expect(conf).toContain(`neighbor range ${network.nodeCidr} internal;`);
+    }
+  });
+
   it("keeps the BGP password secret in the router config and out of every plain input", async () => {
     const args = bgpArgs("onprem");
     args.loadBalancer.bgp = { asn: 64512, password: pulumi.secret("hunter2") };

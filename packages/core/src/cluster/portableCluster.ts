@@ -155,7 +155,10 @@ export class PortableCluster extends pulumi.ComponentResource {
           namespace: this.loadBalancer.namespace,
           asn: bgpArgs.asn,
           reflectors,
-          speakerRanges: [network.podCidr],
+          // Speakers connect to the reflectors' node addresses. From another node, flannel
+          // masquerades pod-to-node traffic to that node's address (one LB pod per node, so still
+          // one address per speaker); from the reflector's own node it arrives from the pod.
+          speakerRanges: [network.podCidr, network.nodeCidr],
           vipPrefixes: network.vipPools.map((p) => p.cidr),
           upstreamRouters: env.bgp!.routers,
           bfd: lbBgp.bfd,

@@ -26,4 +26,11 @@ export {
 } from "./lbConfig.ts";
 export { REQUESTED_VIPS_ANNOTATION, VIP_POOL_ANNOTATION } from "./annotations.ts";
 export { HEALTH_CHECK_ANNOTATION, parseHealthCheck, type HealthCheckSpec } from "./healthCheck.ts";
-export { DEFAULT_LB_IMAGE, LB_APP_LABEL, LB_COMMANDS, LB_HTTP_PATHS, LB_PATHS } from "./lbImage.ts";
+export {
+  CONTROLLER_MEMORY,
+  DEFAULT_LB_IMAGE,
+  LB_APP_LABEL,
+  LB_COMMANDS,
+  LB_HTTP_PATHS,
+  LB_PATHS,
+} from "./lbImage.ts";

@@ -16,6 +16,19 @@ export const LB_COMMANDS = {
 /** The label every LB pod carries: the Deployment's selector, and how the node agent finds its pod. */
 export const LB_APP_LABEL = "portable-lb-controller";
 
+/**
+ * The controller container's memory limit and the Node heap inside it. Left to itself, Node sizes
+ * its heap from the machine and collects lazily, holding hundreds of MB it no longer uses; these
+ * flags make it collect within the container's budget (the reconcile benchmark runs with the same
+ * flags; README "Benchmark"). Old space is half the limit: the rest is Node's
+ * own code and buffers, and the nft processes the controller runs, which count in its cgroup too.
+ */
+export const CONTROLLER_MEMORY = {
+  requestMi: 128,
+  limitMi: 512,
+  nodeOptions: "--max-old-space-size=256 --max-semi-space-size=4",
+} as const;
+
 export const LB_PATHS = {
   configDir: "/etc/portable-lb",
   configFile: "/etc/portable-lb/config.json",

@@ -4,7 +4,7 @@
 import type * as k8s from "@pulumi/kubernetes";
 import type { LbConfig } from "../config/lbConfig.ts";
 import { minimalSecurityContext } from "../containerSecurity.ts";
-import { LB_APP_LABEL, LB_COMMANDS, LB_HTTP_PATHS, LB_PATHS } from "../config/lbImage.ts";
+import { CONTROLLER_MEMORY, LB_APP_LABEL, LB_COMMANDS, LB_HTTP_PATHS, LB_PATHS } from "../config/lbImage.ts";
 
 type PodSpec = k8s.types.input.core.v1.PodSpec;
 type Container = k8s.types.input.core.v1.Container;
@@ -44,7 +44,7 @@ function controller(input: LbPodSpecInput, bgp: boolean): Container {
     name: "controller",
     image: input.image,
     command: [LB_COMMANDS.controller, "--config", LB_PATHS.configFile],
-    env: downwardEnv,
+    env: [...downwardEnv, { name: "NODE_OPTIONS", value: CONTROLLER_MEMORY.nodeOptions }],
     ports: [
       { name: "metrics", containerPort: ports.metrics, protocol: "TCP" },
       { name: "health", containerPort: ports.health, protocol: "TCP" },
@@ -63,7 +63,10 @@ function controller(input: LbPodSpecInput, bgp: boolean): Container {
     },
     // Stop announcing and stop taking new flows first; SIGTERM (then draining) only comes after.
     lifecycle: { preStop: { httpGet: { path: LB_HTTP_PATHS.prestop, port: "health" } } },
-    resources: { requests: { cpu: "100m", memory: "128Mi" }, limits: { memory: "512Mi" } },
+    resources: {
+      requests: { cpu: "100m", memory: `${CONTROLLER_MEMORY.requestMi}Mi` },
+      limits: { memory: `${CONTROLLER_MEMORY.limitMi}Mi` },
+    },
     volumeMounts: [
       { name: "config", mountPath: LB_PATHS.configDir, readOnly: true },
       { name: "tmp", mountPath: "/tmp" },

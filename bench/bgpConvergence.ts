@@ -1,0 +1,414 @@
+// BGP routing-convergence benchmark (issue 5): how long the upstream router's FIB takes to follow
+// an LB pod's events, and how many keep-alive connections an LB joining or leaving resets.
+// Real parts throughout, the topology of test/integration/ecmp.test.ts: FRR 8.4 as the router
+// (its kernel FIB polled every few ms through one `ip -batch` process), two BIRD route reflectors
+// with portable-lb's config, three nodes, three LB pods running the image's controller and speaker
+// commands, a local control plane of its own.
+//
+//   npm run bench:bgp -- [--events 200] [--kinds kill,stop,linkdown,hang] [--resets 20] [--seed S]
+//                        [--poll-ms 10] [--bfd-ms 50] [--out DIR]
+//
+// Events, per kind at least --events, in a seeded random order, each on one LB pod (the three
+// pods' sequences run side by side, so each pod's node is watched on its own), timed from the
+// action to the first poll of the router's FIB that shows it:
+//   kill     SIGKILL of the speaker container          → its node leaves the route
+//   start    the speaker container starts (after kill)  → its node joins the route
+//   stop     graceful: preStop (withdraw), then SIGTERM → its node leaves
+//   linkdown the node's uplink goes down               → its node leaves
+//   hang     SIGSTOP of BIRD (a hung speaker)          → its node leaves (BFD)
+// After each event the pod is restored and the benchmark waits (bounded) for all three next hops.
+// Then the reset part: 60 keep-alive connections, a request every 50 ms each, while one LB pod
+// leaves and joins --resets times. Writes summary.json, samples.csv, report.txt and a histogram
+// like the ECMP paper's Fig. 13(c) (delays.png) under bench/results/bgp-<time>/.
+import { mkdirSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { parseArgs } from "node:util";
+import { setTimeout as sleep } from "node:timers/promises";
+import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
+import { lbConfigSchema, type LbConfigInput } from "@portable-lb/core/config";
+import { EcmpLab, nodeIp, podIp, POD_CIDR } from "../test/harness/netns/ecmpLab.ts";
+import { startHttpEcho } from "../test/harness/netns/httpClient.ts";
+import { LbPod } from "../test/harness/netns/lbPod.ts";
+import { createLbService } from "../test/harness/lbServices.ts";
+import { benchControlPlane, progress } from "./lib/benchSetup.ts";
+import { writeChart } from "./lib/charts.ts";
+import { FibPoller } from "./lib/fibPoller.ts";
+import { machineInfo } from "./lib/report.ts";
+import { seededRandom, summarize } from "./lib/stats.ts";
+import { Teardown } from "./lib/teardown.ts";
+
+// This file's folder (no import.meta: the repository's TypeScript builds as CommonJS).
+const BENCH_DIR = dirname(resolve(process.argv[1]!));
+const NS = "plb-bench-bgp";
+const ASN = 64512;
+const POOL = "10.1.2.0/24";
+const VIP = "10.1.2.1";
+const CLASS = "portable-lb.io/bench-bgp";
+const NODES = [1, 2, 3];
+/** BGP timers of every daemon: BFD every `bfdMs` × 3 (the LB config's default is 300 ms). */
+const timingOf = (bfdMs: number) => ({
+  bfd: { minRxMs: bfdMs, minTxMs: bfdMs, multiplier: 3 },
+  timers: { holdTimeS: 9, keepaliveS: 3 },
+  gracefulRestartS: 120,
+});
+type Timing = ReturnType<typeof timingOf>;
+const EVENT_KINDS = ["kill", "stop", "linkdown", "hang"] as const;
+type EventKind = (typeof EVENT_KINDS)[number];
+type Kind = EventKind | "start";
+const EVENT_TIMEOUT_MS = 10_000;
+const RESTORE_TIMEOUT_MS = 30_000;
+const TARGET = { p50Ms: 300, p99Ms: 1_000 };
+
+interface Sample {
+  kind: Kind;
+  node: number;
+  /** Undefined: the FIB did not show it within EVENT_TIMEOUT_MS. */
+  ms: number | undefined;
+}
+
+function options() {
+  const { values } = parseArgs({
+    options: {
+      events: { type: "string", default: "200" },
+      kinds: { type: "string", default: EVENT_KINDS.join(",") },
+      resets: { type: "string", default: "20" },
+      seed: { type: "string", default: "1" },
+      "poll-ms": { type: "string", default: "10" },
+      "bfd-ms": { type: "string", default: "50" },
+      out: { type: "string", default: join(BENCH_DIR, "results") },
+    },
+  });
+  const kinds = values.kinds.split(",").map((k) => k.trim());
+  const unknown = kinds.filter((k) => !(EVENT_KINDS as readonly string[]).includes(k));
+  if (unknown.length)
+    throw new Error(`--kinds: unknown ${unknown.join(",")}; give some of ${EVENT_KINDS.join(",")}`);
+  const events = Number(values.events);
+  if (!Number.isInteger(events) || events < 1)
+    throw new Error(`--events: a positive integer (got ${values.events})`);
+  return {
+    events,
+    kinds: kinds as EventKind[],
+    resets: Number(values.resets),
+    seed: Number(values.seed),
+    pollMs: Number(values["poll-ms"]),
+    bfdMs: Number(values["bfd-ms"]),
+    out: values.out,
+  };
+}
+
+function shuffled<T>(items: T[], random: () => number): T[] {
+  const out = [...items];
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(random() * (i + 1));
+    [out[i], out[j]] = [out[j]!, out[i]!];
+  }
+  return out;
+}
+
+class Bench {
+  readonly ecmp: EcmpLab;
+  readonly poller: FibPoller;
+  readonly pods: Map<number, LbPod>;
+  readonly healthPort: number;
+
+  constructor(ecmp: EcmpLab, poller: FibPoller, pods: Map<number, LbPod>, healthPort: number) {
+    this.ecmp = ecmp;
+    this.poller = poller;
+    this.pods = pods;
+    this.healthPort = healthPort;
+  }
+
+  /** Milliseconds from the start of `action` to the first poll where `node` is in (or out of) the route. */
+  async timed(node: number, joins: boolean, action: () => unknown, timeoutMs = EVENT_TIMEOUT_MS) {
+    const gw = nodeIp(node);
+    const start = performance.now();
+    const seen = this.poller.waitFor((hops) => hops.includes(gw) === joins, timeoutMs);
+    await action();
+    const at = await seen;
+    return at === undefined ? undefined : at - start;
+  }
+
+  /** One event on `node` and its restore; the samples it gives (kill gives a start too). */
+  async event(kind: EventKind, node: number): Promise<Sample[]> {
+    const lb = this.pods.get(node)!;
+    const sample = (k: Kind, ms: number | undefined): Sample => ({ kind: k, node, ms });
+    switch (kind) {
+      case "kill": {
+        const down = await this.timed(node, false, () => lb.speaker!.signal("SIGKILL", 5_000));
+        const up = await this.timed(node, true, () => lb.startSpeaker(), RESTORE_TIMEOUT_MS);
+        return [sample("kill", down), sample("start", up)];
+      }
+      case "stop": {
+        const down = await this.timed(node, false, () => lb.stopGracefully());
+        await this.restore(node, () => lb.start(this.healthPort));
+        return [sample("stop", down)];
+      }
+      case "linkdown": {
+        const down = await this.timed(node, false, () => this.ecmp.uplinkDown(node));
+        await this.restore(node, () => this.ecmp.uplinkUp(node));
+        return [sample("linkdown", down)];
+      }
+      case "hang": {
+        const bird = lb.birdPid();
+        const down = await this.timed(node, false, () => process.kill(bird, "SIGSTOP"));
+        await this.restore(node, () => process.kill(bird, "SIGCONT"));
+        return [sample("hang", down)];
+      }
+    }
+  }
+
+  async restore(node: number, action: () => unknown): Promise<void> {
+    const ms = await this.timed(node, true, action, RESTORE_TIMEOUT_MS);
+    if (ms === undefined)
+      progress(`  node ${node}: not back in the route ${RESTORE_TIMEOUT_MS / 1000} s after a restore`);
+  }
+}
+
+async function resetRun(
+  b: Bench,
+  resets: number,
+): Promise<{
+  requests: number;
+  connections: number;
+  events: { kind: "leave" | "join"; at: number; resets: number }[];
+}> {
+  const CONNECTIONS = 60;
+  const lb = b.pods.get(3)!;
+  const seconds = 10 + resets * 14;
+  const client = b.ecmp.client.exec(
+    process.execPath,
+    [
+      "--disable-warning=MODULE_TYPELESS_PACKAGE_JSON",
+      join(BENCH_DIR, "lib/keepAliveClient.ts"),
+      ...["--url", `http://${VIP}/`, "--connections", String(CONNECTIONS), "--seconds", String(seconds)],
+    ],
+    { timeoutMs: (seconds + 60) * 1000 },
+  );
+  const events: { kind: "leave" | "join"; at: number }[] = [];
+  await sleep(5_000);
+  for (let i = 0; i < resets; i++) {
+    progress(`  resets: leave and join ${i + 1}/${resets}`);
+    events.push({ kind: "leave", at: Date.now() });
+    await b.timed(3, false, () => lb.stopGracefully());
+    await sleep(3_000);
+    events.push({ kind: "join", at: Date.now() });
+    await b.timed(3, true, () => lb.start(b.healthPort), RESTORE_TIMEOUT_MS);
+    await sleep(3_000);
+  }
+  const out = await client;
+  const last = out.stdout.trim().split("\n").pop() ?? "";
+  if (out.code !== 0 || !last.startsWith("{"))
+    throw new Error(`keep-alive client failed: ${out.stderr}${out.stdout}`);
+  const result = JSON.parse(last) as {
+    requests: number;
+    opened: number;
+    failures: { t: number; code: string }[];
+  };
+  return {
+    requests: result.requests,
+    connections: CONNECTIONS,
+    events: events.map((e, i) => ({
+      ...e,
+      resets: result.failures.filter((f) => f.t >= e.at && f.t < (events[i + 1]?.at ?? Infinity)).length,
+    })),
+  };
+}
+
+function report(
+  timing: Timing,
+  machine: Awaited<ReturnType<typeof machineInfo>>,
+  samples: Sample[],
+  pollGaps: number[],
+  resets: Awaited<ReturnType<typeof resetRun>> | undefined,
+): { text: string; byKind: Record<string, ReturnType<typeof summarize> & { timeouts: number }> } {
+  const byKind: Record<string, ReturnType<typeof summarize> & { timeouts: number }> = {};
+  const lines = [
+    "portable-lb BGP convergence: LB pod event -> upstream router's FIB (FRR 8.4, kernel route polled)",
+    `machine: ${machine.cpus} x ${machine.cpuModel}; kernel ${machine.kernel}`,
+    `settings: BFD ${timing.bfd.minRxMs} ms x ${timing.bfd.multiplier}, hold ${timing.timers.holdTimeS} s, ` +
+      `keepalive ${timing.timers.keepaliveS} s; 3 LB pods, 2 route reflectors`,
+  ];
+  const gaps = summarize(pollGaps);
+  lines.push(
+    `FIB poll interval: p50 ${gaps.p50.toFixed(1)} ms, p99 ${gaps.p99.toFixed(1)} ms (${gaps.count} polls)`,
+    "",
+  );
+  lines.push("kind       events  p50 ms  p90 ms  p99 ms  max ms  timeouts  target (p50 < 300, p99 < 1000)");
+  for (const kind of ["start", ...EVENT_KINDS] as Kind[]) {
+    const mine = samples.filter((s) => s.kind === kind);
+    if (mine.length === 0) continue;
+    const ok = mine.flatMap((s) => (s.ms === undefined ? [] : [s.ms]));
+    const s = { ...summarize(ok), timeouts: mine.length - ok.length };
+    byKind[kind] = s;
+    const pass = s.timeouts === 0 && s.p50 < TARGET.p50Ms && s.p99 < TARGET.p99Ms;
+    lines.push(
+      [
+        kind.padEnd(9),
+        String(mine.length).padStart(7),
+        ...[s.p50, s.p90, s.p99, s.max].map((x) => x.toFixed(0).padStart(7)),
+        String(s.timeouts).padStart(9),
+        `  ${pass ? "PASS" : "FAIL"}`,
+      ].join(" "),
+    );
+  }
+  lines.push("", "histogram (events per 100 ms bin; cf. the ECMP paper's Fig. 13(c))");
+  const kinds = Object.keys(byKind) as Kind[];
+  lines.push(`bin ms     ${kinds.map((k) => k.padStart(9)).join("")}`);
+  for (let lo = 0; lo < 1_000; lo += 100) {
+    const counts = kinds.map(
+      (k) =>
+        samples.filter(
+          (x) => x.kind === k && x.ms !== undefined && x.ms >= lo && (lo === 900 || x.ms < lo + 100),
+        ).length,
+    );
+    lines.push(
+      `${`${lo}-${lo === 900 ? "" : lo + 100}`.padEnd(10)} ${counts.map((c) => String(c).padStart(9)).join("")}`,
+    );
+  }
+  if (resets) {
+    const frac = (kind: "leave" | "join") => {
+      const es = resets.events.filter((e) => e.kind === kind);
+      const total = es.reduce((n, e) => n + e.resets, 0);
+      return `${kind}: ${total} resets over ${es.length} events, ${((100 * total) / (es.length * resets.connections)).toFixed(1)}% of the ${resets.connections} connections per event`;
+    };
+    lines.push(
+      "",
+      `connection resets under keep-alive load (${resets.requests} requests):`,
+      `  ${frac("leave")}`,
+      `  ${frac("join")}`,
+    );
+  }
+  return { text: lines.join("\n"), byKind };
+}
+
+async function main(): Promise<void> {
+  const o = options();
+  if (process.getuid?.() !== 0) throw new Error("the benchmark needs root (network namespaces)");
+  const runDir = join(o.out, `bgp-${new Date().toISOString().replaceAll(":", "-").slice(0, 19)}`);
+  mkdirSync(runDir, { recursive: true });
+  const machine = await machineInfo();
+  const teardown = new Teardown();
+  try {
+    const timing = timingOf(o.bfdMs);
+    const cp = await benchControlPlane(teardown, "bench-bgp");
+    progress("building the topology: router, 2 route reflectors, 3 nodes");
+    const ecmp = await EcmpLab.create({
+      name: "bench-bgp",
+      nodes: 3,
+      reflectorNodes: [1, 2],
+      asn: ASN,
+      vipPools: [POOL],
+      ...timing,
+    });
+    teardown.add({ name: "topology", stop: () => ecmp.destroy(), killNow: () => undefined });
+    const kc = new KubeConfig();
+    kc.loadFromFile(cp.kubeconfig);
+    const core = kc.makeApiClient(CoreV1Api);
+    const backends = NODES.map((n) => ({ name: `b${n}`, ip: podIp(n, 20) }));
+    for (const b of backends)
+      await startHttpEcho(await ecmp.pod(backends.indexOf(b) + 1, b.name, 20), { port: 8080, name: b.name });
+    await core.createNamespace({ body: { metadata: { name: NS } } });
+    await createLbService(kc, NS, "web", CLASS, backends);
+
+    const config: LbConfigInput = {
+      loadBalancerClass: CLASS,
+      routingMode: "bgp",
+      podCidr: POD_CIDR,
+      vipPools: [{ name: "web", cidr: POOL, avoidBuggyIps: true }],
+      dataPlane: { mode: "nftables" },
+      bgp: { asn: ASN, routeReflectors: ecmp.reflectorAddresses(), ...timing },
+    };
+    const healthPort = lbConfigSchema.parse(config).ports.health;
+    const pods = new Map<number, LbPod>();
+    for (const n of NODES) {
+      const name = `lb${n}`;
+      const ns = await ecmp.pod(n, name, 10, { forwarding: true });
+      await ecmp.nodeRoute(n, POOL, podIp(n, 10));
+      const lb = await LbPod.create({
+        ns,
+        name,
+        podIp: podIp(n, 10),
+        nodeIp: nodeIp(n),
+        config,
+        dir: ecmp.lab.dir,
+        kubeconfig: cp.kubeconfig,
+        namespace: NS,
+      });
+      teardown.add({ name, stop: () => lb.destroy(), killNow: () => undefined });
+      await lb.start(healthPort);
+      pods.set(n, lb);
+    }
+    const poller = new FibPoller(ecmp.routerNs.netns, `${VIP}/32`, o.pollMs);
+    teardown.add({
+      name: "FIB poller",
+      stop: () => Promise.resolve(poller.stop()),
+      killNow: () => poller.stop(),
+    });
+    const all = await poller.waitFor((h) => NODES.every((n) => h.includes(nodeIp(n))), 90_000);
+    if (all === undefined)
+      throw new Error(`the router never had all three LB nodes for ${VIP}: ${poller.hops.join(",")}`);
+    progress(`router FIB: ${VIP} via ${poller.hops.join(", ")}`);
+
+    const bench = new Bench(ecmp, poller, pods, healthPort);
+    const random = seededRandom(o.seed);
+    // Each pod gets its share of every kind, shuffled; the three run side by side.
+    const plans = NODES.map(() =>
+      shuffled(
+        o.kinds.flatMap((k) => Array.from({ length: Math.ceil(o.events / NODES.length) }, () => k)),
+        random,
+      ),
+    );
+    const samples: Sample[] = [];
+    const total = plans.reduce((n, p) => n + p.length, 0);
+    let done = 0;
+    await Promise.all(
+      NODES.map(async (n, i) => {
+        for (const kind of plans[i]!) {
+          await sleep(200 + random() * 500);
+          samples.push(...(await bench.event(kind, n)));
+          if (++done % 25 === 0) progress(`  ${done}/${total} events`);
+        }
+      }),
+    );
+    const pollGaps = [...poller.gaps];
+    progress(`connection resets: ${o.resets} leaves and joins under keep-alive load`);
+    const resets = o.resets > 0 ? await resetRun(bench, o.resets) : undefined;
+
+    const { text, byKind } = report(timing, machine, samples, pollGaps, resets);
+    console.log(text);
+    writeFileSync(join(runDir, "report.txt"), `${text}\n`);
+    writeFileSync(
+      join(runDir, "summary.json"),
+      JSON.stringify({ options: o, machine, timing, byKind, resets }, null, 2),
+    );
+    writeFileSync(
+      join(runDir, "samples.csv"),
+      ["kind,node,ms", ...samples.map((s) => `${s.kind},${s.node},${s.ms?.toFixed(1) ?? ""}`)].join("\n") +
+        "\n",
+    );
+    const png = await writeChart(
+      {
+        title: "Upstream router FIB update delay per LB event (cf. ECMP paper Fig. 13(c))",
+        width: 640,
+        height: 320,
+        data: { values: samples.filter((s) => s.ms !== undefined) },
+        mark: "bar",
+        encoding: {
+          x: { field: "ms", bin: { step: 50 }, title: "delay from the event to the router's FIB (ms)" },
+          y: { aggregate: "count", title: "events" },
+          color: { field: "kind", title: "event" },
+        },
+      },
+      join(runDir, "delays"),
+    );
+    console.log(`\nwritten: ${runDir}/report.txt, summary.json, samples.csv, ${png}`);
+  } finally {
+    progress("stopping the LB pods, the topology and the control plane");
+    await teardown.run();
+  }
+}
+
+void main().catch((err: unknown) => {
+  console.error(err);
+  process.exitCode = 1;
+});

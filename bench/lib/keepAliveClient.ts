@@ -1,0 +1,67 @@
+// Steady keep-alive load for the connection-reset benchmark, run inside the client namespace:
+// `node keepAliveClient.ts --url U --connections 60 --interval-ms 50 --seconds S`. Each of the
+// connections is its own agent with one socket that sends a request every interval; a request that
+// fails ends that connection (the agent opens a new one). Prints one JSON line at the end: requests,
+// connections opened, and every failure with its time (epoch ms) and error code.
+import { Agent, request } from "node:http";
+import { parseArgs } from "node:util";
+import { setTimeout as sleep } from "node:timers/promises";
+
+const { values } = parseArgs({
+  options: {
+    url: { type: "string" },
+    connections: { type: "string", default: "60" },
+    "interval-ms": { type: "string", default: "50" },
+    seconds: { type: "string", default: "60" },
+  },
+});
+if (!values.url) throw new Error("--url is required");
+const url = new URL(values.url);
+const intervalMs = Number(values["interval-ms"]);
+const deadline = Date.now() + Number(values.seconds) * 1000;
+let requests = 0;
+let opened = 0;
+const failures: { t: number; code: string }[] = [];
+const sockets = new WeakSet<object>();
+
+function get(agent: Agent): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const req = request(
+      { host: url.hostname, port: url.port || 80, path: url.pathname, agent, timeout: 2_000 },
+      (res) => {
+        res.resume();
+        res.on("end", resolve);
+        res.on("error", reject);
+      },
+    );
+    req.on("socket", (socket) => {
+      if (sockets.has(socket)) return;
+      sockets.add(socket);
+      opened++;
+    });
+    req.on("timeout", () => req.destroy(Object.assign(new Error("timeout"), { code: "ETIMEDOUT" })));
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+async function connection(): Promise<void> {
+  let agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  while (Date.now() < deadline) {
+    const started = Date.now();
+    try {
+      await get(agent);
+      requests++;
+    } catch (err) {
+      failures.push({ t: Date.now(), code: (err as { code?: string }).code ?? String(err) });
+      agent.destroy();
+      agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    }
+    await sleep(Math.max(0, intervalMs - (Date.now() - started)));
+  }
+  agent.destroy();
+}
+
+void Promise.all(Array.from({ length: Number(values.connections) }, () => connection())).then(() =>
+  console.log(JSON.stringify({ requests, opened, failures })),
+);

@@ -1,0 +1,22 @@
+// A LoadBalancer Service of a given class with one EndpointSlice of ready backends, as the BGP
+// tests and benchmarks create them (no kube-controller-manager runs: the slice is written directly).
+import { CoreV1Api, DiscoveryV1Api, type KubeConfig } from "@kubernetes/client-node";
+import { lbService, slice } from "../../lb-image/src/controller/testing/k8sObjects.ts";
+
+export async function createLbService(
+  kc: KubeConfig,
+  namespace: string,
+  name: string,
+  loadBalancerClass: string,
+  backends: { ip: string }[],
+): Promise<void> {
+  await kc
+    .makeApiClient(CoreV1Api)
+    .createNamespacedService({
+      namespace,
+      body: { ...lbService(name, { ns: namespace, class: loadBalancerClass }), status: {} },
+    });
+  await kc
+    .makeApiClient(DiscoveryV1Api)
+    .createNamespacedEndpointSlice({ namespace, body: slice(name, backends, { ns: namespace, name }) });
+}

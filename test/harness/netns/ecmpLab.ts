@@ -1,0 +1,206 @@
+// The ECMP paper's topology (its Fig. 5) in network namespaces, for the BGP tests and benchmarks:
+//
+//   client ── router (FRR: bgpd, zebra, bfdd; ECMP) ── node network 192.168.100.0/24
+//                                                       ├── node1 (10.244.1.0/24 pod bridge)
+//                                                       ├── node2 …
+//                                                       └── nodeN
+//
+// Nodes route each other's pod subnets (flannel host-gw does this in a cluster) and forward. Route
+// reflectors run on some nodes with the host's network (as the RouteReflector component deploys
+// them): the router peers with their node address, LB speakers with their pod-bridge (overlay)
+// address. LB pods and backends are namespaces on a node's pod bridge (`pod`); `nodeRoute` is what
+// the node agent does for the LB pod on that node.
+import {
+  renderRouteReflectorBird,
+  renderUpstreamRouterFrr,
+  type BfdTimers,
+  type BgpTimers,
+} from "@portable-lb/core/bgp";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { FrrRouter } from "./frrRouter.ts";
+import { NetnsLab, type Bridge, type LabNamespace, type LabProcess } from "./netnsLab.ts";
+
+export const ROUTER_IP = "192.168.100.1";
+export const CLIENT_IP = "10.10.0.2";
+export const POD_CIDR = "10.244.0.0/16";
+
+export interface EcmpLabOptions {
+  name: string;
+  nodes: number;
+  /** 1-based numbers of the nodes that run a route reflector. */
+  reflectorNodes: number[];
+  asn: number;
+  /** The VIP pools: what the reflectors accept from speakers. */
+  vipPools: string[];
+  bfd: BfdTimers;
+  timers: BgpTimers;
+  gracefulRestartS: number;
+  /** BGP (TCP MD5) password on every session, when set. */
+  password?: string;
+}
+
+export interface LabNode {
+  n: number;
+  ns: LabNamespace;
+  /** Address on the node network: the BGP next hop for its LB pods. */
+  ip: string;
+  /** The node's address on its pod bridge: the overlay address reflectors listen on for speakers. */
+  podGateway: string;
+  podBridge: Bridge;
+  /** The node's interface on the node network (link down = the node is cut off). */
+  uplink: string;
+}
+
+export const nodeIp = (n: number) => `192.168.100.${10 + n}`;
+export const podIp = (node: number, host: number) => `10.244.${node}.${host}`;
+
+export class EcmpLab {
+  readonly lab: NetnsLab;
+  readonly o: EcmpLabOptions;
+  readonly nodes: LabNode[];
+  readonly client: LabNamespace;
+  readonly routerNs: LabNamespace;
+  router!: FrrRouter;
+  readonly reflectors = new Map<number, LabProcess>();
+
+  private constructor(
+    lab: NetnsLab,
+    o: EcmpLabOptions,
+    nodes: LabNode[],
+    client: LabNamespace,
+    router: LabNamespace,
+  ) {
+    this.lab = lab;
+    this.o = o;
+    this.nodes = nodes;
+    this.client = client;
+    this.routerNs = router;
+  }
+
+  static async create(o: EcmpLabOptions): Promise<EcmpLab> {
+    const lab = await NetnsLab.create(o.name);
+    try {
+      const router = await lab.namespace("router", { forwarding: true });
+      // Hash on ports too (L4), so flows from one client spread over the LB nodes.
+      await router.sysctl("net.ipv4.fib_multipath_hash_policy", "1");
+      const client = await lab.namespace("client");
+      await lab.link(client, router, { a: `${CLIENT_IP}/24`, b: "10.10.0.1/24" });
+      await client.defaultRoute("10.10.0.1");
+      const nodeNet = await lab.bridge(router, "nodes", `${ROUTER_IP}/24`);
+      const nodes: LabNode[] = [];
+      for (let n = 1; n <= o.nodes; n++) {
+        const ns = await lab.namespace(`node${n}`, { forwarding: true });
+        const up = await lab.attach(nodeNet, ns, `${nodeIp(n)}/24`, "eth0");
+        await ns.defaultRoute(ROUTER_IP);
+        const podGateway = podIp(n, 1);
+        const podBridge = await lab.bridge(ns, "cni0", `${podGateway}/24`);
+        nodes.push({ n, ns, ip: nodeIp(n), podGateway, podBridge, uplink: up.name });
+      }
+      // host-gw: every node reaches every other node's pod subnet through that node.
+      for (const a of nodes) for (const b of nodes) if (a !== b) await a.ns.route(`10.244.${b.n}.0/24`, b.ip);
+      const ecmp = new EcmpLab(lab, o, nodes, client, router);
+      for (const n of o.reflectorNodes) await ecmp.startReflector(n);
+      ecmp.router = await FrrRouter.start(router, ecmp.routerConfig());
+      return ecmp;
+    } catch (err) {
+      await lab.destroy();
+      throw err;
+    }
+  }
+
+  node(n: number): LabNode {
+    const node = this.nodes[n - 1];
+    if (!node) throw new Error(`ecmp lab: no node ${n}`);
+    return node;
+  }
+
+  routerConfig(): string {
+    return renderUpstreamRouterFrr({
+      asn: this.o.asn,
+      routerId: ROUTER_IP,
+      routeReflectors: this.o.reflectorNodes.map(nodeIp),
+      maximumPaths: 16,
+      bfd: this.o.bfd,
+      timers: this.o.timers,
+      ...(this.o.password !== undefined && { password: this.o.password }),
+    });
+  }
+
+  /** The reflectors' speaker-facing addresses: what the LB config lists as bgp.routeReflectors. */
+  reflectorAddresses(): string[] {
+    return this.o.reflectorNodes.map((n) => this.node(n).podGateway);
+  }
+
+  reflectorSocket(n: number): string {
+    return join(this.lab.dir, `rr${n}.ctl`);
+  }
+
+  /** Starts (or restarts) the route reflector on node `n`, with the config portable-lb renders. */
+  async startReflector(n: number): Promise<LabProcess> {
+    const node = this.node(n);
+    const file = join(this.lab.dir, `rr${n}.conf`);
+    writeFileSync(
+      file,
+      renderRouteReflectorBird({
+        routerId: node.ip,
+        asn: this.o.asn,
+        speakerRanges: [POD_CIDR],
+        speakerLocalAddress: node.podGateway,
+        vipPrefixes: this.o.vipPools,
+        upstreamRouters: [ROUTER_IP],
+        peerReflectors: this.o.reflectorNodes.filter((m) => m !== n).map(nodeIp),
+        bfd: this.o.bfd,
+        timers: this.o.timers,
+        gracefulRestartS: this.o.gracefulRestartS,
+        ...(this.o.password !== undefined && { password: this.o.password }),
+      }),
+    );
+    const proc = await node.ns.spawn(`rr${n}`, "bird", ["-f", "-c", file, "-s", this.reflectorSocket(n)], {
+      marker: file,
+    });
+    this.reflectors.set(n, proc);
+    return proc;
+  }
+
+  /** A pod namespace on node `n`'s pod bridge at 10.244.n.host, its default route via the node. */
+  async pod(
+    n: number,
+    name: string,
+    host: number,
+    opts: { forwarding?: boolean } = {},
+  ): Promise<LabNamespace> {
+    const node = this.node(n);
+    const ns = await this.lab.namespace(name, opts);
+    await this.lab.attach(node.podBridge, ns, `${podIp(n, host)}/24`, "eth0");
+    await ns.defaultRoute(node.podGateway);
+    return ns;
+  }
+
+  /** Cuts node `n` off the node network (its uplink down: the kernel drops its routes through it). */
+  async uplinkDown(n: number): Promise<void> {
+    const node = this.node(n);
+    await node.ns.ip("link", "set", node.uplink, "down");
+  }
+
+  /** Brings node `n`'s uplink back with the routes the kernel dropped with it. */
+  async uplinkUp(n: number): Promise<void> {
+    const node = this.node(n);
+    await node.ns.ip("link", "set", node.uplink, "up");
+    await node.ns.defaultRoute(ROUTER_IP);
+    for (const other of this.nodes)
+      if (other !== node) await node.ns.route(`10.244.${other.n}.0/24`, other.ip);
+  }
+
+  /** What the node agent does: the node hands traffic for `pool` to its LB pod. */
+  async nodeRoute(n: number, pool: string, lbPodIp: string): Promise<void> {
+    await this.node(n).ns.route(pool, lbPodIp);
+  }
+
+  destroy(): Promise<void> {
+    return (async () => {
+      await this.router?.stop().catch(() => undefined);
+      await this.lab.destroy();
+    })();
+  }
+}

@@ -1,0 +1,250 @@
+// The paper's core claim, with real parts: every LB pod is active and the upstream router spreads
+// traffic over all of them with ECMP, the routing table following LB pods as they come and go.
+// FRR 8.4 (bgpd, zebra, bfdd) as the router, two BIRD route reflectors with portable-lb's config on
+// nodes 1 and 2, and LB pods running the image's controller and speaker commands, fed by the local
+// control plane. The router's kernel FIB is what is asserted: the shapes of the ECMP paper's
+// Fig. 12 (thesis Table 7.2), and the right next-hop set after every failure.
+import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
+import { lbConfigSchema, type LbConfigInput } from "@portable-lb/core/config";
+import { EcmpLab, nodeIp, podIp, POD_CIDR } from "../harness/netns/ecmpLab.ts";
+import { httpHistogram, startHttpEcho } from "../harness/netns/httpClient.ts";
+import { LbPod } from "../harness/netns/lbPod.ts";
+import { createLbService } from "../harness/lbServices.ts";
+import { waitUntil } from "../harness/processes.ts";
+import { settle } from "../harness/settle.ts";
+import { testKubeconfig } from "../harness/testEnv.ts";
+
+const NS = `ecmp-${process.pid}`;
+const ASN = 64512;
+const timing = {
+  bfd: { minRxMs: 100, minTxMs: 100, multiplier: 3 },
+  timers: { holdTimeS: 9, keepaliveS: 3 },
+};
+// Two LB groups, as the paper's two VIP ranges served by three and by two LBs.
+const GROUPS = {
+  a: { class: "portable-lb.io/a", pool: "10.1.2.0/24", vip: "10.1.2.1", nodes: [1, 2, 3], host: 10 },
+  b: { class: "portable-lb.io/b", pool: "10.1.3.0/24", vip: "10.1.3.1", nodes: [1, 2], host: 11 },
+} as const;
+type Group = keyof typeof GROUPS;
+
+const adminKc = new KubeConfig();
+adminKc.loadFromFile(testKubeconfig());
+const core = adminKc.makeApiClient(CoreV1Api);
+
+let ecmp: EcmpLab;
+const pods = new Map<string, LbPod>();
+const HEALTH_PORT = lbConfigSchema.parse({
+  routingMode: "bgp",
+  podCidr: POD_CIDR,
+  vipPools: [{ name: "x", cidr: "10.1.2.0/24" }],
+  bgp: { asn: ASN, routeReflectors: ["10.0.0.1"] },
+}).ports.health;
+
+const podName = (group: Group, n: number) => `lb${group}${n}`;
+const pod = (group: Group, n: number) => pods.get(podName(group, n))!;
+
+function lbConfig(group: Group): LbConfigInput {
+  const g = GROUPS[group];
+  return {
+    loadBalancerClass: g.class,
+    routingMode: "bgp",
+    podCidr: POD_CIDR,
+    vipPools: [{ name: group, cidr: g.pool, avoidBuggyIps: true }],
+    dataPlane: { mode: "nftables" },
+    bgp: { asn: ASN, routeReflectors: ecmp.reflectorAddresses(), gracefulRestartS: 120, ...timing },
+  };
+}
+
+/** The router's FIB for a VIP as "node/weight", e.g. ["192.168.100.11/1", …]. */
+async function hops(vip: string): Promise<string[]> {
+  return (await ecmp.router.nextHops(`${vip}/32`)).map((h) => `${h.gateway}/${h.weight}`);
+}
+const expected = (nodes: number[]) => nodes.map((n) => `${nodeIp(n)}/1`).sort();
+
+async function expectHops(vip: string, nodes: number[], timeoutMs = 20_000): Promise<void> {
+  await waitUntil(async () => (await hops(vip)).join() === expected(nodes).join(), timeoutMs, 50);
+  expect(await hops(vip)).toEqual(expected(nodes));
+}
+
+/** Watches a VIP's next hops every 50 ms while `during` runs: every set seen, in order, deduplicated. */
+async function watchHops(vip: string, during: () => Promise<void>): Promise<string[][]> {
+  const seen: string[][] = [];
+  let done = false;
+  const poll = (async () => {
+    while (!done) {
+      const now = await hops(vip);
+      if (seen.at(-1)?.join() !== now.join()) seen.push(now);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  })();
+  try {
+    await during();
+  } finally {
+    done = true;
+    await poll;
+  }
+  return seen;
+}
+
+async function startPod(group: Group, n: number): Promise<LbPod> {
+  const name = podName(group, n);
+  let lb = pods.get(name);
+  if (!lb) {
+    const g = GROUPS[group];
+    const ns = await ecmp.pod(n, name, g.host, { forwarding: true });
+    await ecmp.nodeRoute(n, g.pool, podIp(n, g.host));
+    lb = await LbPod.create({
+      ns,
+      name,
+      podIp: podIp(n, g.host),
+      nodeIp: nodeIp(n),
+      config: lbConfig(group),
+      dir: ecmp.lab.dir,
+      kubeconfig: testKubeconfig(),
+      namespace: NS,
+    });
+    pods.set(name, lb);
+  }
+  await lb.start(HEALTH_PORT);
+  return lb;
+}
+
+/** How many paths (LB nodes) reflector `rr` holds for a VIP. */
+async function reflectorPaths(rr: number, vip: string): Promise<number> {
+  const out = await ecmp
+    .node(rr)
+    .ns.run("birdc", ["-s", ecmp.reflectorSocket(rr), "show", "route", `${vip}/32`]);
+  return out.split("\n").filter((l) => /\[lb_speaker/.test(l)).length;
+}
+
+const spread = (vip: string, by: "client" | "name", count = 90) =>
+  httpHistogram(ecmp.client, `http://${vip}/`, { count, by, requestTimeoutMs: 2_000 });
+
+beforeAll(async () => {
+  ecmp = await EcmpLab.create({
+    name: "ecmp",
+    nodes: 3,
+    reflectorNodes: [1, 2],
+    asn: ASN,
+    vipPools: [GROUPS.a.pool, GROUPS.b.pool],
+    gracefulRestartS: 120,
+    ...timing,
+  });
+  const backends = [1, 2, 3].map((n) => ({ name: `b${n}`, ip: podIp(n, 20) }));
+  for (const [i, b] of backends.entries()) {
+    await startHttpEcho(await ecmp.pod(i + 1, b.name, 20), { port: 8080, name: b.name });
+  }
+  await core.createNamespace({ body: { metadata: { name: NS } } });
+  for (const [group, g] of Object.entries(GROUPS))
+    await createLbService(adminKc, NS, `web-${group}`, g.class, backends);
+});
+
+afterAll(async () => {
+  for (const p of pods.values()) await p.destroy().catch(() => undefined);
+  await core.deleteNamespace({ name: NS }).catch(() => undefined);
+  await ecmp?.destroy();
+});
+
+describe("ECMP over every LB pod, through route reflectors, to an FRR router", () => {
+  it("one LB: one next hop, and every request goes through it to every backend", async () => {
+    await startPod("a", 1);
+    await expectHops(GROUPS.a.vip, [1], 30_000);
+    const byBackend = await spread(GROUPS.a.vip, "name");
+    expect({ failures: byBackend.failures, backends: Object.keys(byBackend.counts).sort() }).toEqual({
+      failures: 0,
+      backends: ["b1", "b2", "b3"],
+    });
+  });
+
+  it("three LBs: three next hops of weight 1, and requests spread over the three LBs", async () => {
+    await Promise.all([startPod("a", 2), startPod("a", 3)]);
+    await expectHops(GROUPS.a.vip, [1, 2, 3], 30_000);
+    const byLb = await spread(GROUPS.a.vip, "client");
+    expect({ failures: byLb.failures, lbs: Object.keys(byLb.counts).sort() }).toEqual({
+      failures: 0,
+      lbs: [1, 2, 3].map((n) => podIp(n, GROUPS.a.host)),
+    });
+  });
+
+  it("two services on three and on two LBs: two separate multipath routes", async () => {
+    await Promise.all([startPod("b", 1), startPod("b", 2)]);
+    await expectHops(GROUPS.b.vip, [1, 2], 30_000);
+    expect(await hops(GROUPS.a.vip)).toEqual(expected([1, 2, 3]));
+    const byLb = await spread(GROUPS.b.vip, "client", 60);
+    expect(Object.keys(byLb.counts).sort()).toEqual([1, 2].map((n) => podIp(n, GROUPS.b.host)));
+  });
+
+  it("speaker SIGKILL: its node leaves the route, and comes back when the container restarts", async () => {
+    const lb = pod("a", 3);
+    await lb.speaker!.signal("SIGKILL", 5_000);
+    await expectHops(GROUPS.a.vip, [1, 2], 5_000);
+    lb.startSpeaker();
+    await expectHops(GROUPS.a.vip, [1, 2, 3]);
+  });
+
+  it("graceful stop: withdrawn before the pod stops, so no request fails", async () => {
+    const lb = pod("a", 3);
+    const load = spread(GROUPS.a.vip, "name", 150);
+    await lb.stopGracefully();
+    // preStop returned: the withdrawal has left the pod; the router follows within BGP's own delay.
+    await expectHops(GROUPS.a.vip, [1, 2], 3_000);
+    expect((await load).failures).toBe(0);
+    await startPod("a", 3);
+    await expectHops(GROUPS.a.vip, [1, 2, 3], 30_000);
+  });
+
+  it("node link down: the node leaves the route; link up: it is back", async () => {
+    await ecmp.uplinkDown(3);
+    await expectHops(GROUPS.a.vip, [1, 2], 5_000);
+    await ecmp.uplinkUp(3);
+    await expectHops(GROUPS.a.vip, [1, 2, 3], 30_000);
+  });
+
+  it("hung speaker (SIGSTOP): BFD drops it; SIGCONT: it is back", async () => {
+    const bird = pod("a", 3).birdPid();
+    process.kill(bird, "SIGSTOP");
+    try {
+      await expectHops(GROUPS.a.vip, [1, 2], 5_000);
+    } finally {
+      process.kill(bird, "SIGCONT");
+    }
+    await expectHops(GROUPS.a.vip, [1, 2, 3], 30_000);
+  });
+
+  it("route reflector restart: the other reflector keeps every path in the router", async () => {
+    // Every speaker has a session to both reflectors again after the failures above.
+    for (const rr of [1, 2]) await settle(async () => (await reflectorPaths(rr, GROUPS.a.vip)) === 3, 30_000);
+    const seen = await watchHops(GROUPS.a.vip, async () => {
+      await ecmp.reflectors.get(1)!.stop();
+      await new Promise((r) => setTimeout(r, 2_000));
+      await ecmp.startReflector(1);
+      // Speakers reconnect within their error wait; the router's session within its own retry.
+      await settle(
+        async () => /Established/.test(await ecmp.router.vtysh(`show bgp neighbor ${nodeIp(1)}`)),
+        60_000,
+      );
+    });
+    expect(seen).toEqual([expected([1, 2, 3])]);
+    const events = await core.listNamespacedEvent({ namespace: NS, fieldSelector: "reason=BGPSessionDown" });
+    expect(events.items.map((e) => e.involvedObject.name)).toContain("lba1");
+  });
+
+  it("router restart: graceful restart keeps forwarding, then the route is rebuilt", async () => {
+    const seen = await watchHops(GROUPS.a.vip, async () => {
+      // A crash or restart, not a shutdown (on SIGTERM bgpd withdraws its routes itself): zebra
+      // keeps the routes of a graceful-restart client as stale until it is back.
+      const bgpd = ecmp.router.process("bgpd");
+      process.kill(bgpd.pid, "SIGKILL");
+      await settle(() => !bgpd.running(), 5_000);
+      await ecmp.router.startDaemon("bgpd");
+      await ecmp.router.vtyshFile(`${ecmp.router.dir}/frr.conf`);
+      await settle(
+        async () => /Established/.test(await ecmp.router.vtysh(`show bgp neighbor ${nodeIp(2)}`)),
+        60_000,
+      );
+    });
+    expect(seen).toEqual([expected([1, 2, 3])]);
+    expect(await hops(GROUPS.b.vip)).toEqual(expected([1, 2]));
+    expect((await spread(GROUPS.a.vip, "name", 30)).failures).toBe(0);
+  });
+});
