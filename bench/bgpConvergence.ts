@@ -29,6 +29,7 @@ import { lbConfigSchema, type LbConfigInput } from "@portable-lb/core/config";
 import { EcmpLab, nodeIp, podIp, POD_CIDR } from "../test/harness/netns/ecmpLab.ts";
 import { startHttpEcho } from "../test/harness/netns/httpClient.ts";
 import { LbPod } from "../test/harness/netns/lbPod.ts";
+import { waitUntil } from "../test/harness/processes.ts";
 import { createLbService } from "../test/harness/lbServices.ts";
 import { benchControlPlane, progress } from "./lib/benchSetup.ts";
 import { writeChart } from "./lib/charts.ts";
@@ -136,6 +137,7 @@ class Bench {
       case "kill": {
         const down = await this.timed(node, false, () => lb.speaker!.signal("SIGKILL", 5_000));
         const up = await this.timed(node, true, () => lb.startSpeaker(), RESTORE_TIMEOUT_MS);
+        await this.steady(node);
         return [sample("kill", down), sample("start", up)];
       }
       case "stop": {
@@ -161,6 +163,31 @@ class Bench {
     const ms = await this.timed(node, true, action, RESTORE_TIMEOUT_MS);
     if (ms === undefined)
       progress(`  node ${node}: not back in the route ${RESTORE_TIMEOUT_MS / 1000} s after a restore`);
+    await this.steady(node);
+  }
+
+  /**
+   * Waits until the pod's BFD sessions to every reflector are up: each event starts from a
+   * converged state, not from one where a session still relies on the 9 s hold timer.
+   */
+  async steady(node: number): Promise<void> {
+    const lb = this.pods.get(node)!;
+    const reflectors = this.ecmp.reflectorAddresses().length;
+    const up = await waitUntil(
+      async () => {
+        const out = await lb.o.ns.exec("birdc", [
+          "-s",
+          join(lb.birdDir, "bird.ctl"),
+          "show",
+          "bfd",
+          "sessions",
+        ]);
+        return out.stdout.split("\n").filter((l) => /\sUp\s/.test(l)).length >= reflectors;
+      },
+      15_000,
+      50,
+    );
+    if (!up) progress(`  node ${node}: BFD not up to every reflector 15 s after a restore`);
   }
 }
 

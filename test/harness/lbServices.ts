@@ -10,12 +10,10 @@ export async function createLbService(
   loadBalancerClass: string,
   backends: { ip: string }[],
 ): Promise<void> {
-  await kc
-    .makeApiClient(CoreV1Api)
-    .createNamespacedService({
-      namespace,
-      body: { ...lbService(name, { ns: namespace, class: loadBalancerClass }), status: {} },
-    });
+  await kc.makeApiClient(CoreV1Api).createNamespacedService({
+    namespace,
+    body: { ...lbService(name, { ns: namespace, class: loadBalancerClass }), status: {} },
+  });
   await kc
     .makeApiClient(DiscoveryV1Api)
     .createNamespacedEndpointSlice({ namespace, body: slice(name, backends, { ns: namespace, name }) });
