@@ -197,10 +197,8 @@ export class EcmpLab {
     await this.node(n).ns.route(pool, lbPodIp);
   }
 
-  destroy(): Promise<void> {
-    return (async () => {
-      await this.router?.stop().catch(() => undefined);
-      await this.lab.destroy();
-    })();
+  async destroy(): Promise<void> {
+    await this.router.stop().catch(() => undefined);
+    await this.lab.destroy();
   }
 }

@@ -22,15 +22,6 @@ const ELEMENT =
 // One lookup-table slot of a service rule: `7 : 10.244.1.5 . 8080`.
 const SLOT = /^(\d+) : (\d{1,3}(?:\.\d{1,3}){3} \. \d+)$/;
 
-/**
- * A copy of a string cut from nft's output. A cut is a slice of the whole chunk it came in (64 KB,
- * or a ~6 KB rule line), which would stay alive as long as the cut: at 10,000 services, tens of MB
- * of output kept past the parse.
- */
-function own(text: string): string {
-  return Buffer.from(text, "latin1").toString("latin1");
-}
-
 /** Feeds on nft's text output one line at a time (no line breaks inside a line). */
 export class NftTableParser {
   readonly #entries: DispatchEntry[] = [];
@@ -56,7 +47,7 @@ export class NftTableParser {
       this.#elements(line.slice("elements = {".length).trim());
     } else if (line.startsWith("chain svc_")) {
       this.#section = "chain";
-      this.#chain = own(line.slice("chain ".length, -" {".length));
+      this.#chain = line.slice("chain ".length, -" {".length);
     } else if (this.#section === "chain" && line !== "") {
       if (this.#tables.has(this.#chain)) throw new NftParseError(`nft: chain ${this.#chain} has two rules`);
       this.#tables.set(this.#chain, lookupTable(this.#rule(line)));
@@ -93,8 +84,8 @@ export class NftTableParser {
       const protocol = m ? PROTOCOLS[m[2]!] : undefined;
       if (!m || !protocol) throw new NftParseError(`nft: unexpected services element "${element}"`);
       this.#entries.push({
-        service: { vip: own(m[1]!), protocol, port: Number(m[3]) },
-        chain: own(m[5]!),
+        service: { vip: m[1]!, protocol, port: Number(m[3]) },
+        chain: m[5]!,
         connections: Number(m[4] ?? 0),
       });
     }
@@ -114,7 +105,7 @@ export class NftTableParser {
       if (!m) throw new NftParseError(`nft: chain ${this.#chain} has an unexpected slot "${part}"`);
       const label = m[2]!;
       let shared = this.#labels.get(label);
-      if (shared === undefined) this.#labels.set(label, (shared = own(label)));
+      if (shared === undefined) this.#labels.set(label, (shared = label));
       slots[Number(m[1])] = shared;
       count++;
     }
