@@ -109,12 +109,14 @@ async function startPod(group: Group, n: number): Promise<LbPod> {
   return lb;
 }
 
-/** How many paths (LB nodes) reflector `rr` holds for a VIP. */
-async function reflectorPaths(rr: number, vip: string): Promise<number> {
-  const out = await ecmp
-    .node(rr)
-    .ns.run("birdc", ["-s", ecmp.reflectorSocket(rr), "show", "route", `${vip}/32`]);
-  return out.split("\n").filter((l) => /\[lb_speaker/.test(l)).length;
+/** The LB nodes the router has a path to for a VIP through reflector `rr` (FRR's BGP table, add-path). */
+async function pathsVia(rr: number, vip: string): Promise<string[]> {
+  const out = await ecmp.router.vtysh(`show bgp ipv4 unicast ${vip}/32 json`);
+  const paths =
+    (JSON.parse(out || "{}") as { paths?: { peer?: { peerId?: string }; nexthops?: { ip?: string }[] }[] })
+      .paths ?? [];
+  const hops = paths.filter((p) => p.peer?.peerId === nodeIp(rr)).map((p) => p.nexthops?.[0]?.ip ?? "");
+  return [...new Set(hops)].sort();
 }
 
 const spread = (vip: string, by: "client" | "name", count = 90) =>
@@ -212,8 +214,10 @@ describe("ECMP over every LB pod, through route reflectors, to an FRR router", (
   });
 
   it("route reflector restart: the other reflector keeps every path in the router", async () => {
-    // Every speaker has a session to both reflectors again after the failures above.
-    for (const rr of [1, 2]) await settle(async () => (await reflectorPaths(rr, GROUPS.a.vip)) === 3, 30_000);
+    // Every LB node's path reaches the router through both reflectors again after the failures above.
+    const all = [1, 2, 3].map(nodeIp).join();
+    for (const rr of [1, 2])
+      await settle(async () => (await pathsVia(rr, GROUPS.a.vip)).join() === all, 30_000);
     const seen = await watchHops(GROUPS.a.vip, async () => {
       await ecmp.reflectors.get(1)!.stop();
       await new Promise((r) => setTimeout(r, 2_000));
