@@ -9,6 +9,7 @@ here=$(dirname "${BASH_SOURCE[0]}")
 . "$here/bootstrap/node.sh"
 . "$here/bootstrap/pulumi.sh"
 . "$here/bootstrap/kubernetes.sh"
+. "$here/bootstrap/flannel.sh"
 . "$here/bootstrap/ipvsGuest.sh"
 . "$here/bootstrap/npm.sh"
 
@@ -28,6 +29,7 @@ if ! { tool_ready pulumi "$PULUMI_VERSION" && tool_ready pulumi-language-nodejs 
 fi
 install_pulumi
 install_kubernetes
+install_flannel
 install_ipvs_guest
 install_pulumi_plugins
 install_npm_dependencies
