@@ -1,0 +1,122 @@
+// What a container process runs first, as PID 1 of its own PID namespace and in its own mount
+// namespace: a generated sh script that creates missing mountpoints (recorded, see mountpoints.ts),
+// bind-mounts the pod's volumes at their mountPaths (read-only where asked), mounts a /proc of its own
+// PID namespace, sets the hostname, makes / read-only for readOnlyRootFilesystem, and finally execs
+// setpriv, which drops to the container's user and capabilities and execs the command. Pure text
+// generation, plus where a command is found (no image is pulled, see resolveCommand).
+import { basename, isAbsolute, join } from "node:path";
+import { mountpointChain, registryName } from "./mountpoints.ts";
+
+/** One bind mount into the container. */
+export interface MountSpec {
+  source: string;
+  target: string;
+  readOnly: boolean;
+  /** The source is a file (a subPath file, a hosts file): the mountpoint is a file too. */
+  file: boolean;
+}
+
+/** Absolute paths of the host tools the script uses (container env may carry any PATH). */
+export interface LaunchTools {
+  mount: string;
+  mkdir: string;
+  flock: string;
+  setpriv: string;
+}
+
+export interface LaunchSpec {
+  tools: LaunchTools;
+  /** The machine-wide mountpoint registry (also the lock for creating and removing mountpoints). */
+  registryDir: string;
+  /** Where a failed set-up step is described for the pod status (reason StartError). */
+  errorFile: string;
+  mounts: MountSpec[];
+  /** Runs as PID 1 of a new PID namespace: mount a /proc that shows only it. */
+  ownProc: boolean;
+  /** Set in the container's own UTS namespace. */
+  hostname: string;
+  readOnlyRoot: boolean;
+  workingDir?: string;
+  setpriv: string[];
+  /** The resolved command line. */
+  argv: string[];
+}
+
+/** Quotes a word for sh. */
+export function sq(s: string): string {
+  return `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
+export function launchScript(spec: LaunchSpec): string {
+  const t = spec.tools;
+  const lines = [
+    "#!/bin/sh",
+    `fail() { echo "$1" > ${sq(spec.errorFile)}; echo "lab-agent: $1" >&2; exit 128; }`,
+  ];
+  if (spec.mounts.length) {
+    // Held from the first mkdir to the last bind mount, so no other agent's clean-up removes a
+    // mountpoint between its creation here and the mount that keeps it in use.
+    lines.push(`exec 9<${sq(spec.registryDir)} && ${t.flock} 9 || fail "cannot lock ${spec.registryDir}"`);
+    const created = new Set<string>();
+    for (const m of spec.mounts) {
+      for (const step of mountpointChain(m.target, m.file)) {
+        if (created.has(step.path)) continue;
+        created.add(step.path);
+        const make = step.file ? `: > ${sq(step.path)}` : `${t.mkdir} ${sq(step.path)}`;
+        const record = `: > ${sq(join(spec.registryDir, registryName(step.path)))}`;
+        lines.push(
+          `[ -e ${sq(step.path)} ] || { ${make} && ${record}; } || fail ${sq(`cannot create mountpoint ${step.path}`)}`,
+        );
+      }
+      lines.push(
+        `${t.mount} --bind ${sq(m.source)} ${sq(m.target)} || fail ${sq(`cannot mount ${m.target}`)}`,
+      );
+      if (m.readOnly) {
+        lines.push(
+          `${t.mount} -o remount,bind,ro ${sq(m.target)} || fail ${sq(`cannot make ${m.target} read-only`)}`,
+        );
+      }
+    }
+    lines.push("exec 9<&-");
+  }
+  if (spec.ownProc) lines.push(`${t.mount} -t proc proc /proc || fail "cannot mount /proc"`);
+  lines.push(`echo ${sq(spec.hostname)} > /proc/sys/kernel/hostname || fail "cannot set the hostname"`);
+  if (spec.readOnlyRoot) lines.push(`${t.mount} -o remount,bind,ro / || fail "cannot make / read-only"`);
+  if (spec.workingDir) {
+    lines.push(`cd ${sq(spec.workingDir)} || fail ${sq(`workingDir ${spec.workingDir} does not exist`)}`);
+  }
+  lines.push(`exec ${t.setpriv} ${[...spec.setpriv, "--", ...spec.argv].map(sq).join(" ")}`);
+  return lines.join("\n") + "\n";
+}
+
+/**
+ * Where the container's command is found. No image is pulled, so commands run from this machine:
+ * a path inside one of the container's own mounts stays as written (it exists once mounted); an
+ * absolute path that exists here is used as is; an absolute path that does not (an image's
+ * entrypoint such as /opt/bin/flanneld) is looked up by its basename on the agent's PATH, so locally
+ * built tools stand in for the image's; a bare name is looked up on the container's PATH.
+ * Undefined when nothing is found.
+ */
+export function resolveCommand(
+  argv0: string,
+  opts: {
+    containerPath: string;
+    agentPath: string;
+    mountTargets: string[];
+    isExecutable: (path: string) => boolean;
+  },
+): string | undefined {
+  const search = (name: string, pathVar: string) =>
+    pathVar
+      .split(":")
+      .filter((d) => d !== "")
+      .map((d) => join(d, name))
+      .find((p) => opts.isExecutable(p));
+  if (!argv0.includes("/")) return search(argv0, opts.containerPath);
+  if (!isAbsolute(argv0)) return argv0;
+  if (opts.mountTargets.some((t) => argv0 === t || argv0.startsWith(t.endsWith("/") ? t : `${t}/`))) {
+    return argv0;
+  }
+  if (opts.isExecutable(argv0)) return argv0;
+  return search(basename(argv0), opts.agentPath);
+}
