@@ -173,20 +173,7 @@ class Bench {
   async steady(node: number): Promise<void> {
     const lb = this.pods.get(node)!;
     const reflectors = this.ecmp.reflectorAddresses().length;
-    const up = await waitUntil(
-      async () => {
-        const out = await lb.o.ns.exec("birdc", [
-          "-s",
-          join(lb.birdDir, "bird.ctl"),
-          "show",
-          "bfd",
-          "sessions",
-        ]);
-        return out.stdout.split("\n").filter((l) => /\sUp\s/.test(l)).length >= reflectors;
-      },
-      15_000,
-      50,
-    );
+    const up = await waitUntil(async () => (await lb.bfdSessionsUp()) >= reflectors, 15_000, 50);
     if (!up) progress(`  node ${node}: BFD not up to every reflector 15 s after a restore`);
   }
 }

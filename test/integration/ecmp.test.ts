@@ -9,6 +9,7 @@ import { lbConfigSchema, type LbConfigInput } from "@portable-lb/core/config";
 import { EcmpLab, nodeIp, podIp, POD_CIDR } from "../harness/netns/ecmpLab.ts";
 import { httpHistogram, startHttpEcho } from "../harness/netns/httpClient.ts";
 import { LbPod } from "../harness/netns/lbPod.ts";
+import { exportedPerSession } from "../../lb-image/src/bgp/speakerControl.ts";
 import { createLbService } from "../harness/lbServices.ts";
 import { waitUntil } from "../harness/processes.ts";
 import { settle } from "../harness/settle.ts";
@@ -203,6 +204,8 @@ describe("ECMP over every LB pod, through route reflectors, to an FRR router", (
   });
 
   it("hung speaker (SIGSTOP): BFD drops it; SIGCONT: it is back", async () => {
+    // Only BFD sees a hung daemon quickly: after the link-down case, wait until its sessions are back.
+    await settle(async () => (await pod("a", 3).bfdSessionsUp()) === 2, 30_000);
     const bird = pod("a", 3).birdPid();
     process.kill(bird, "SIGSTOP");
     try {
@@ -214,7 +217,14 @@ describe("ECMP over every LB pod, through route reflectors, to an FRR router", (
   });
 
   it("route reflector restart: the other reflector keeps every path in the router", async () => {
-    // Every LB node's path reaches the router through both reflectors again after the failures above.
+    // After the failures above, every LB pod exports its VIP on its own session to each reflector
+    // (the router's paths alone cannot show that: a reflector re-advertises the other's paths too),
+    // and the router holds every node's path through both reflectors.
+    for (const n of GROUPS.a.nodes)
+      await settle(async () => {
+        const exported = exportedPerSession(await pod("a", n).birdc("show", "protocols", "all"));
+        return exported.get("reflector_1") === 1 && exported.get("reflector_2") === 1;
+      }, 30_000);
     const all = [1, 2, 3].map(nodeIp).join();
     for (const rr of [1, 2])
       await settle(async () => (await pathsVia(rr, GROUPS.a.vip)).join() === all, 30_000);

@@ -124,6 +124,17 @@ export class LbPod {
     return getInside(this.o.ns, port, path);
   }
 
+  /** BIRD's answer to a birdc command; "" while BIRD is not up (no socket yet, or restarting). */
+  async birdc(...args: string[]): Promise<string> {
+    const out = await this.o.ns.exec("birdc", ["-s", join(this.birdDir, "bird.ctl"), ...args]);
+    return out.code === 0 ? out.stdout : "";
+  }
+
+  /** How many of BIRD's BFD sessions are Up (fast failure detection needs them, not just BGP). */
+  async bfdSessionsUp(): Promise<number> {
+    return (await this.birdc("show", "bfd", "sessions")).split("\n").filter((l) => /\sUp\s/.test(l)).length;
+  }
+
   /** The pid of the BIRD daemon the speaker runs. */
   birdPid(): number {
     const out = execFileSync("pgrep", ["-f", `^bird -f -c ${join(this.birdDir, "bird.conf")}`], {
