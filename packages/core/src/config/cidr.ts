@@ -11,6 +11,11 @@ function toNumber(addr: ipaddr.IPv4): number {
   return addr.toByteArray().reduce((acc, byte) => acc * 256 + byte, 0);
 }
 
+/** The 32-bit value of a dotted-quad address (what cidrRange counts in). */
+export function ipv4ToNumber(ip: string): number {
+  return toNumber(ipaddr.IPv4.parse(ip));
+}
+
 /** The address whose 32-bit value is `n` (the inverse of what cidrRange counts in). */
 export function numberToIpv4(n: number): string {
   return [24, 16, 8, 0].map((s) => Math.floor(n / 2 ** s) % 256).join(".");
@@ -41,7 +46,7 @@ export function cidrsOverlap(a: string, b: string): boolean {
 
 export function cidrContains(cidr: string, ip: string): boolean {
   const r = cidrRange(cidr);
-  const n = toNumber(ipaddr.IPv4.parse(ip));
+  const n = ipv4ToNumber(ip);
   return r.first <= n && n <= r.last;
 }
 

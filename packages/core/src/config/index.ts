@@ -6,6 +6,7 @@ export {
   cidrsOverlap,
   ipv4Address,
   ipv4Cidr,
+  ipv4ToNumber,
   isIpv4Address,
   isIpv4Cidr,
   numberToIpv4,

@@ -3,7 +3,7 @@
 // the agent before it touches the node.
 import { availableParallelism, totalmem } from "node:os";
 import { parseArgs } from "node:util";
-import { isIpv4 } from "./ipam.ts";
+import { ipv4Address } from "@portable-lb/core/config";
 
 export interface AgentOptions {
   nodeName: string;
@@ -127,7 +127,8 @@ export function parseAgentOptions(argv: string[], env: NodeJS.ProcessEnv): Agent
     throw new OptionsError(`--node-name: "${nodeName}" must be a lowercase DNS subdomain, e.g. node-1`);
   }
   const nodeIp = required("node-ip");
-  if (!isIpv4(nodeIp)) throw new OptionsError(`--node-ip: "${nodeIp}" is not an IPv4 address`);
+  if (!ipv4Address.safeParse(nodeIp).success)
+    throw new OptionsError(`--node-ip: "${nodeIp}" is not an IPv4 address`);
   const quantity = (flag: Flag, fallback: string): string => {
     const v = get(flag) ?? fallback;
     if (!QUANTITY.test(v)) throw new OptionsError(`--${flag}: "${v}" is not a quantity, e.g. 2 or 4Gi`);

@@ -2,19 +2,20 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import fc from "fast-check";
-import { Ipam, allocate, gatewayOf, inCidr, parseCidr, release, type IpamState } from "./ipam.ts";
+import { cidrContains } from "@portable-lb/core/config";
+import { Ipam, allocate, gatewayOf, prefixLength, release, type IpamState } from "./ipam.ts";
 
-describe("IPv4 helpers", () => {
-  it("parses prefixes to their network address and finds the gateway", () => {
-    expect(parseCidr("10.244.1.7/24")).toEqual({ base: 10 * 256 ** 3 + 244 * 256 ** 2 + 256, bits: 24 });
+describe("pod CIDR helpers", () => {
+  it("finds the gateway (the first address) and the prefix length, from any address in the prefix", () => {
     expect(gatewayOf("10.244.1.0/24")).toBe("10.244.1.1");
-    expect(inCidr("10.244.1.0/24", "10.244.1.255")).toBe(true);
-    expect(inCidr("10.244.1.0/24", "10.244.2.0")).toBe(false);
+    expect(gatewayOf("10.244.1.7/24")).toBe("10.244.1.1");
+    expect(prefixLength("10.244.1.0/24")).toBe(24);
   });
 
   it("refuses what is not an IPv4 prefix", () => {
     for (const bad of ["10.0.0.0", "10.0.0.0/33", "10.0.0.256/24", "x/24", "010.0.0.0/8"]) {
-      expect(() => parseCidr(bad)).toThrow(/not an IPv4 prefix/);
+      expect(() => gatewayOf(bad)).toThrow(/not an IPv4 prefix/);
+      expect(() => allocate({ cidr: bad, allocated: {} }, "pod-a")).toThrow(/not an IPv4 prefix/);
     }
   });
 });
@@ -70,7 +71,7 @@ describe("allocate / release", () => {
           const owners = Object.values(s.allocated);
           expect(new Set(owners).size).toBe(owners.length);
           for (const ip of Object.keys(s.allocated)) {
-            expect(inCidr("10.0.0.0/27", ip)).toBe(true);
+            expect(cidrContains("10.0.0.0/27", ip)).toBe(true);
             expect(["10.0.0.0", "10.0.0.1", "10.0.0.31"]).not.toContain(ip);
           }
         },

@@ -3,49 +3,34 @@
 // address is not reused at once while peers may still hold its ARP entry or conntrack flows), and
 // the allocations are kept in one JSON file in the state folder, written whole and renamed, so a
 // restarted agent knows which address belongs to which pod.
+import {
+  cidrContains,
+  cidrRange,
+  ipv4ToNumber,
+  isIpv4Address,
+  isIpv4Cidr,
+  numberToIpv4,
+} from "@portable-lb/core/config";
 import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
-
-export interface Ipv4Net {
-  /** The network address as a 32-bit number. */
-  base: number;
-  bits: number;
-}
 
 export class IpamError extends Error {}
 
-export function isIpv4(s: string): boolean {
-  const parts = s.split(".");
-  return parts.length === 4 && parts.every((p) => /^(0|[1-9][0-9]{0,2})$/.test(p) && Number(p) <= 255);
-}
-
-export function ipToNumber(ip: string): number {
-  if (!isIpv4(ip)) throw new IpamError(`"${ip}" is not an IPv4 address`);
-  return ip.split(".").reduce((n, p) => n * 256 + Number(p), 0);
-}
-
-export function numberToIp(n: number): string {
-  return [24, 16, 8, 0].map((s) => Math.floor(n / 2 ** s) % 256).join(".");
-}
-
-export function parseCidr(cidr: string): Ipv4Net {
-  const [ip, bitsText] = cidr.split("/");
-  const bits = Number(bitsText);
-  if (ip === undefined || !Number.isInteger(bits) || bits < 0 || bits > 32 || !isIpv4(ip)) {
+/** A strict IPv4 prefix (dotted-quad address, length 0-32), or an IpamError naming the value. */
+function checkCidr(cidr: string): string {
+  if (!isIpv4Cidr(cidr) || !isIpv4Address(cidr.split("/")[0])) {
     throw new IpamError(`"${cidr}" is not an IPv4 prefix`);
   }
-  const size = 2 ** (32 - bits);
-  return { base: Math.floor(ipToNumber(ip) / size) * size, bits };
+  return cidr;
 }
 
-export function inCidr(cidr: string, ip: string): boolean {
-  const net = parseCidr(cidr);
-  const n = ipToNumber(ip);
-  return n >= net.base && n < net.base + 2 ** (32 - net.bits);
+/** The prefix length of a pod CIDR ("10.244.1.0/24" → 24). */
+export function prefixLength(cidr: string): number {
+  return Number(checkCidr(cidr).split("/")[1]);
 }
 
 /** The bridge's address: the first address of the pod CIDR. */
 export function gatewayOf(cidr: string): string {
-  return numberToIp(parseCidr(cidr).base + 1);
+  return numberToIpv4(cidrRange(checkCidr(cidr)).first + 1);
 }
 
 export interface IpamState {
@@ -63,17 +48,17 @@ export interface IpamState {
 export function allocate(state: IpamState, owner: string): { state: IpamState; ip: string } {
   const held = Object.entries(state.allocated).find(([, o]) => o === owner);
   if (held) return { state, ip: held[0] };
-  const net = parseCidr(state.cidr);
-  const size = 2 ** (32 - net.bits);
-  // Host addresses: base+2 (after the gateway) to base+size-2 (before the broadcast address).
-  const first = net.base + 2;
-  const last = net.base + size - 2;
+  const net = cidrRange(checkCidr(state.cidr));
+  // Host addresses: after the gateway, before the broadcast address.
+  const first = net.first + 2;
+  const last = net.last - 1;
   if (last < first) throw new IpamError(`pod CIDR ${state.cidr} has no room for pods`);
   const count = last - first + 1;
-  const previous = state.last !== undefined && inCidr(state.cidr, state.last) ? ipToNumber(state.last) : last;
+  const previous =
+    state.last !== undefined && cidrContains(state.cidr, state.last) ? ipv4ToNumber(state.last) : last;
   for (let i = 1; i <= count; i++) {
     const n = first + ((((previous - first + i) % count) + count) % count);
-    const ip = numberToIp(n);
+    const ip = numberToIpv4(n);
     if (state.allocated[ip] === undefined) {
       return { state: { ...state, last: ip, allocated: { ...state.allocated, [ip]: owner } }, ip };
     }

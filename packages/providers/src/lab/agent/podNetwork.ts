@@ -5,7 +5,7 @@
 // right here. `ip netns` names are machine-wide, so a pod's is made from its UID.
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { gatewayOf, parseCidr } from "./ipam.ts";
+import { gatewayOf, prefixLength } from "./ipam.ts";
 import { mountPointsOf } from "./mountpoints.ts";
 import { CommandError, run, runOk } from "./run.ts";
 
@@ -46,7 +46,7 @@ export class PodNetwork {
   }
 
   get prefixLength(): number {
-    return parseCidr(this.#cidr!).bits;
+    return prefixLength(this.#cidr!);
   }
 
   /** Creates the bridge if missing, gives it the gateway address, brings it up, turns on forwarding. */
