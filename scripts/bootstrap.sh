@@ -10,6 +10,7 @@ here=$(dirname "${BASH_SOURCE[0]}")
 . "$here/bootstrap/pulumi.sh"
 . "$here/bootstrap/kubernetes.sh"
 . "$here/bootstrap/flannel.sh"
+. "$here/bootstrap/bird.sh"
 . "$here/bootstrap/ipvsGuest.sh"
 . "$here/bootstrap/npm.sh"
 
@@ -30,6 +31,7 @@ fi
 install_pulumi
 install_kubernetes
 install_flannel
+install_bird
 install_ipvs_guest
 install_pulumi_plugins
 install_npm_dependencies

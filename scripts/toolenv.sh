@@ -4,7 +4,7 @@
 . "$(dirname "${BASH_SOURCE[0]}")/bootstrap/common.sh"
 
 export PORTABLE_LB_CACHE=$PLB_CACHE
-export PATH="$(tool_dir node "$NODE_VERSION")/bin:$(tool_dir pulumi "$PULUMI_VERSION")/bin:$(tool_dir pulumi-language-nodejs "$PULUMI_LANGUAGE_NODEJS_VERSION")/bin:$(tool_dir kubernetes "$KUBERNETES_VERSION")/bin:$(tool_dir flannel "$FLANNEL_VERSION")/bin:$REPO_ROOT/node_modules/@pulumi/pulumi:$REPO_ROOT/node_modules/.bin:$PATH"
+export PATH="$(tool_dir node "$NODE_VERSION")/bin:$(tool_dir pulumi "$PULUMI_VERSION")/bin:$(tool_dir pulumi-language-nodejs "$PULUMI_LANGUAGE_NODEJS_VERSION")/bin:$(tool_dir kubernetes "$KUBERNETES_VERSION")/bin:$(tool_dir flannel "$FLANNEL_VERSION")/bin:$(tool_dir bird "$BIRD_TOOL_VERSION")/usr/sbin:$REPO_ROOT/node_modules/@pulumi/pulumi:$REPO_ROOT/node_modules/.bin:$PATH"
 export PULUMI_HOME=${PULUMI_HOME:-$PLB_CACHE/pulumi-home}
 export PULUMI_SKIP_UPDATE_CHECK=true
 export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true

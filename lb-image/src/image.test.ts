@@ -38,9 +38,12 @@ function launcherEntry(command: string): string | undefined {
   return loaded ? join(LB_IMAGE, "src", `${loaded[1]}.ts`) : undefined;
 }
 
-/** The packages `apt-get install` names in the runtime stage. */
+/** The packages `apt-get install` names in the runtime stage (the one FROM without a stage name). */
 function installedPackages(): string[] {
-  const line = /apt-get install -y --no-install-recommends ([^\\\n]+)/.exec(dockerfile)?.[1] ?? "";
+  const runtime = dockerfile.slice(
+    Math.max(0, dockerfile.search(/^FROM debian:\$\{DEBIAN_RELEASE\}-slim$/m)),
+  );
+  const line = /apt-get install -y --no-install-recommends ([^\\\n]+)/.exec(runtime)?.[1] ?? "";
   return line.trim().split(/\s+/);
 }
 
@@ -113,6 +116,18 @@ describe("lb-image/Dockerfile", () => {
     expect(dockerfile).toMatch(/^FROM node:\$\{NODE_VERSION\}-\$\{DEBIAN_RELEASE\}-slim AS build$/m);
     expect(dockerfile).toMatch(/^FROM debian:\$\{DEBIAN_RELEASE\}-slim$/m);
     expect(dockerfile).toContain("COPY --from=build /usr/local/bin/node /usr/local/bin/node");
+  });
+
+  it("replaces Debian's BIRD with the build the tests run (lb-image/bird/build.sh)", () => {
+    const bootstrap = readFileSync(join(REPO, "scripts/bootstrap/bird.sh"), "utf8");
+    expect(bootstrap).toContain('"$REPO_ROOT/lb-image/bird/build.sh" /usr "$1"');
+    expect(dockerfile).toMatch(/^FROM debian:\$\{DEBIAN_RELEASE\}-slim AS bird$/m);
+    expect(dockerfile).toContain("RUN /src/lb-image/bird/build.sh /usr /out");
+    expect(dockerfile).toContain(
+      "COPY --from=bird /out/usr/sbin/bird /out/usr/sbin/birdc /out/usr/sbin/birdcl /usr/sbin/",
+    );
+    // The copy lands after the apt layer that installs bird2, or Debian's binaries would win.
+    expect(dockerfile.indexOf("COPY --from=bird")).toBeGreaterThan(dockerfile.indexOf("iproute2 bird2"));
   });
 
   it("installs the Debian package of every tool the code runs", () => {

@@ -64,6 +64,10 @@ export class SpeakerControl {
   /** preStop: withdraw every VIP for good and wait (bounded) until the withdrawals are out. */
   async drain(timeoutMs: number): Promise<void> {
     this.draining = true;
+    // Fast path first: disabling the VIPs' protocol withdraws them at once, without waiting for a
+    // write in flight or for a render, parse and reconfigure. The empty config then makes it last
+    // (a reconfigure brings the protocol back, with nothing in it). Best effort: the write counts.
+    if (existsSync(this.socket)) await this.birdc("disable", "vips").catch(() => undefined);
     await this.announce([]);
     await this.waitWithdrawn(timeoutMs);
   }

@@ -1,7 +1,8 @@
 // `portable-lb-speaker [--config /run/bird/bird.conf] [--socket /run/bird/bird.ctl] [--wait-seconds 600]`:
 // the BGP speaker container's entrypoint (see speaker.ts).
 import { parseArgs } from "node:util";
-import { LB_COMMANDS, LB_PATHS } from "@portable-lb/core/config";
+// The constants alone: the config module loads zod and every schema (~110 ms of a start that counts).
+import { LB_COMMANDS, LB_PATHS } from "@portable-lb/core/config/lbImage";
 import { pino } from "pino";
 import { runSpeaker, SPEAKER_EXIT } from "./speaker.ts";
 

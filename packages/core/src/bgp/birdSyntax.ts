@@ -67,8 +67,9 @@ export function birdSessionStatements(options: BirdSessionOptions): string[] {
     ...(gracefulRestartS === undefined ? [] : [`graceful restart time ${gracefulRestartS};`]),
     "# Retry 1-2 s after an error instead of 60-300 s, or a restarted peer is refused for minutes.",
     "error wait time 1, 2;",
-    "# Connect as soon as the session starts, not after BIRD's default 5 s: a new LB pod's VIPs",
-    "# must reach the router within a second.",
+    "# Connect as soon as the session starts: a new LB pod's VIPs must reach the router in well",
+    "# under a second. Stock BIRD still waits 0.75-1 s; the LB image's build (lb-image/bird) makes",
+    "# 0 mean at once.",
     "connect delay time 0;",
     ...(password === undefined ? [] : [`password ${birdString(password, "BGP password")};`]),
   ];

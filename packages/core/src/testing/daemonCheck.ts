@@ -1,4 +1,4 @@
-// Checks rendered routing-daemon configs with the daemons' own parsers (Debian bird2 and frr), so a
+// Checks rendered routing-daemon configs with the daemons' own parsers (the LB image's BIRD and Debian frr), so a
 // golden file is known to load, not just to look right. Nothing is started: parse only.
 import { spawnSync } from "node:child_process";
 import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -11,8 +11,14 @@ export interface CheckResult {
   output: string;
 }
 
+/** The first `name` on PATH: the tests' BIRD is the LB image's build, which scripts/with-tools puts first. */
+function onPath(name: string): string {
+  const dirs = (process.env.PATH ?? "").split(":").filter((d) => d !== "");
+  return dirs.map((d) => join(d, name)).find((p) => existsSync(p)) ?? name;
+}
+
 export const DAEMON_PATHS = {
-  bird: "/usr/sbin/bird",
+  bird: onPath("bird"),
   vtysh: "/usr/bin/vtysh",
   bgpd: "/usr/lib/frr/bgpd",
 };
