@@ -6,26 +6,47 @@
 //   routing       auto | bgp | cloud-routes          flannel   { backend }
 //   bgpPassword   (secret) TCP MD5 password for every BGP session
 //   skipAwait     don't wait for pods to become ready (clusters without kubelets, in tests)
+//   demoApp       { replicas }: the demo web service behind a VIP (the lab stack deploys it)
 import * as pulumi from "@pulumi/pulumi";
 import { PortableCluster, type PortableClusterArgs, type RoutingChoice } from "@portable-lb/core";
-import { environmentFromConfig } from "@portable-lb/providers";
+import { DemoWebApp, LAB_ROLE_LABEL, environmentFromConfig } from "@portable-lb/providers";
 
 const config = new pulumi.Config();
 const loadBalancer = config.requireObject<PortableClusterArgs["loadBalancer"]>("loadBalancer");
 const bgpPassword = config.getSecret("bgpPassword");
 const flannel = config.getObject<PortableClusterArgs["flannel"]>("flannel");
+const demoApp = config.getObject<{ replicas: number }>("demoApp");
+const environment = environmentFromConfig(config);
+const lab = environment.lab;
 
 const cluster = new PortableCluster("portable-lb", {
-  environment: environmentFromConfig(config),
+  environment,
   network: config.requireObject("network"),
   routing: config.get<RoutingChoice>("routing") ?? "auto",
   ...(flannel && { flannel }),
   loadBalancer: {
+    // The lab knows where its reflectors go (its first worker nodes).
+    ...(lab && { routeReflectors: lab.routeReflectors }),
     ...loadBalancer,
     ...(loadBalancer.bgp && bgpPassword && { bgp: { ...loadBalancer.bgp, password: bgpPassword } }),
   },
   skipAwait: config.getBoolean("skipAwait") ?? false,
 });
+
+// The lab's router peers with the reflectors using exactly what a user would paste into theirs.
+if (lab && cluster.routerConfig) lab.router(cluster.routerConfig, { dependsOn: [cluster] });
+const demo =
+  demoApp &&
+  new DemoWebApp(
+    "demo",
+    {
+      replicas: demoApp.replicas,
+      vipPools: cluster.vipPools,
+      loadBalancerClass: cluster.loadBalancerClass,
+      ...(lab && { nodeSelector: { [LAB_ROLE_LABEL]: "worker" } }),
+    },
+    { provider: cluster.provider, dependsOn: [cluster] },
+  );
 
 export const kubeconfig = cluster.kubeconfig;
 export const loadBalancerClass = cluster.loadBalancerClass;
@@ -33,3 +54,6 @@ export const vipPools = cluster.vipPools;
 export const routingMode = cluster.routingMode;
 export const routerConfig = cluster.routerConfig;
 export const routerAdvice = cluster.routerAdvice;
+export const demoVip = demo?.vip;
+/** The lab's namespaces and addresses (for `npm run lab`'s report and the end-to-end test). */
+export const labPlan = lab?.plan;

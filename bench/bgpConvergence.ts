@@ -29,7 +29,7 @@ import { lbConfigSchema, type LbConfigInput } from "@portable-lb/core/config";
 import { EcmpLab, nodeIp, podIp, POD_CIDR } from "../test/harness/netns/ecmpLab.ts";
 import { startHttpEcho } from "../test/harness/netns/httpClient.ts";
 import { LbPod } from "../test/harness/netns/lbPod.ts";
-import { waitUntil } from "../test/harness/processes.ts";
+import { waitUntil } from "../packages/providers/src/lab/processes.ts";
 import { createLbService } from "../test/harness/lbServices.ts";
 import { benchControlPlane, progress } from "./lib/benchSetup.ts";
 import { writeChart } from "./lib/charts.ts";
@@ -364,6 +364,8 @@ async function main(): Promise<void> {
     progress(`router FIB: ${VIP} via ${poller.hops.join(", ")}`);
 
     const bench = new Bench(ecmp, poller, pods, healthPort);
+    // The first events too start from BFD Up: in the route is not yet protected by BFD.
+    await Promise.all(NODES.map((n) => bench.steady(n)));
     const random = seededRandom(o.seed);
     // Each pod gets its share of every kind, shuffled; the three run side by side.
     const plans = NODES.map(() =>

@@ -22,9 +22,9 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { CoreV1Api, DiscoveryV1Api, KubeConfig } from "@kubernetes/client-node";
 import { DEFAULT_LOAD_BALANCER_CLASS, type LbConfigInput } from "@portable-lb/core/config";
 import { objectId } from "../lb-image/src/dataplane/nft/nftState.ts";
-import { NetnsLab, type LabNamespace } from "../test/harness/netns/netnsLab.ts";
-import { freePort } from "../test/harness/ports.ts";
-import { waitUntil } from "../test/harness/processes.ts";
+import { NetnsLab, type LabNamespace } from "../packages/providers/src/lab/netns/netnsLab.ts";
+import { freePort } from "../packages/providers/src/lab/ports.ts";
+import { waitUntil } from "../packages/providers/src/lab/processes.ts";
 import { benchControlPlane, progress } from "./lib/benchSetup.ts";
 import { ControllerUnderTest } from "./lib/controllerUnderTest.ts";
 import {

@@ -10,8 +10,8 @@ import {
   startControlPlane,
   stopControlPlane,
   type ControlPlaneState,
-} from "../../test/harness/controlPlane.ts";
-import { reapStaleLabs } from "../../test/harness/netns/netnsLab.ts";
+} from "../../packages/providers/src/lab/controlPlane/controlPlane.ts";
+import { reapStaleLabs } from "../../packages/providers/src/lab/netns/netnsLab.ts";
 import type { Teardown } from "./teardown.ts";
 
 export function progress(text: string): void {

@@ -2,8 +2,13 @@
 import { mkdtemp } from "node:fs/promises";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { instancesRoot, killControlPlaneNow, reapStale, startControlPlane } from "./controlPlane.ts";
-import { reapStaleLabs } from "./netns/netnsLab.ts";
+import {
+  instancesRoot,
+  killControlPlaneNow,
+  reapStale,
+  startControlPlane,
+} from "../../packages/providers/src/lab/controlPlane/controlPlane.ts";
+import { reapStaleLabs } from "../../packages/providers/src/lab/netns/netnsLab.ts";
 import { TEST_ENV, type SharedControlPlane } from "./testEnv.ts";
 
 export default async function globalSetup(): Promise<void> {

@@ -1,4 +1,4 @@
-import { stopControlPlane } from "./controlPlane.ts";
+import { stopControlPlane } from "../../packages/providers/src/lab/controlPlane/controlPlane.ts";
 import type { SharedControlPlane } from "./testEnv.ts";
 
 export default async function globalTeardown(): Promise<void> {

@@ -10,7 +10,11 @@ import { join } from "node:path";
 import { SessionMonitor } from "../../lb-image/src/bgp/sessionMonitor.ts";
 import { SpeakerControl } from "../../lb-image/src/bgp/speakerControl.ts";
 import { Registry } from "prom-client";
-import { NetnsLab, type LabNamespace, type LabProcess } from "../harness/netns/netnsLab.ts";
+import {
+  NetnsLab,
+  type LabNamespace,
+  type LabProcess,
+} from "../../packages/providers/src/lab/netns/netnsLab.ts";
 import { settle } from "../harness/settle.ts";
 
 const POD_IP = "10.244.1.10";

@@ -7,8 +7,13 @@ import { createServer, type Server } from "node:net";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
-import { instancesRoot, reapStale, startControlPlane, stopControlPlane } from "../harness/controlPlane.ts";
-import { commandLine, waitUntil } from "../harness/processes.ts";
+import {
+  instancesRoot,
+  reapStale,
+  startControlPlane,
+  stopControlPlane,
+} from "../../packages/providers/src/lab/controlPlane/controlPlane.ts";
+import { commandLine, waitUntil } from "../../packages/providers/src/lab/processes.ts";
 import { testKubeconfig } from "../harness/testEnv.ts";
 
 const run = promisify(execFile);
@@ -121,7 +126,7 @@ describe("control-plane command line", () => {
   const cli = (...args: string[]) =>
     run(process.execPath, [
       "--disable-warning=MODULE_TYPELESS_PACKAGE_JSON",
-      join(__dirname, "../harness/controlPlaneCli.ts"),
+      join(__dirname, "../../packages/providers/src/lab/controlPlane/cli.ts"),
       ...args,
     ]);
 

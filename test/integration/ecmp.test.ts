@@ -11,7 +11,7 @@ import { httpHistogram, startHttpEcho } from "../harness/netns/httpClient.ts";
 import { LbPod } from "../harness/netns/lbPod.ts";
 import { exportedPerSession } from "../../lb-image/src/bgp/speakerControl.ts";
 import { createLbService } from "../harness/lbServices.ts";
-import { waitUntil } from "../harness/processes.ts";
+import { waitUntil } from "../../packages/providers/src/lab/processes.ts";
 import { settle } from "../harness/settle.ts";
 import { testKubeconfig } from "../harness/testEnv.ts";
 

@@ -21,8 +21,12 @@ import { REGISTRY_DIR, pathOfRegistryName } from "../../packages/providers/src/l
 import { hostVethName, podNetnsName } from "../../packages/providers/src/lab/agent/podNetwork.ts";
 import { alive, loadRecords, podDirName, podsRoot } from "../../packages/providers/src/lab/agent/podState.ts";
 import { ApiBridge } from "../harness/netns/apiBridge.ts";
-import { NetnsLab, type LabNamespace, type LabProcess } from "../harness/netns/netnsLab.ts";
-import { commandLine, waitUntil } from "../harness/processes.ts";
+import {
+  NetnsLab,
+  type LabNamespace,
+  type LabProcess,
+} from "../../packages/providers/src/lab/netns/netnsLab.ts";
+import { commandLine, waitUntil } from "../../packages/providers/src/lab/processes.ts";
 import { repoRoot } from "../harness/repoRoot.ts";
 import { settle } from "../harness/settle.ts";
 import { testKubeConfig, testKubeconfig } from "../harness/testEnv.ts";

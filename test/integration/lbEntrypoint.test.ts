@@ -10,9 +10,9 @@ import { dirname, join } from "node:path";
 import { lbService, slice } from "../../lb-image/src/controller/testing/k8sObjects.ts";
 import { ApiBridge } from "../harness/netns/apiBridge.ts";
 import { getInside as getInsideNs, httpHistogram, startHttpEcho } from "../harness/netns/httpClient.ts";
-import { NetnsLab, type LabNamespace } from "../harness/netns/netnsLab.ts";
+import { NetnsLab, type LabNamespace } from "../../packages/providers/src/lab/netns/netnsLab.ts";
 import { startWatched, type WatchedProcess } from "../harness/netns/watchedProcess.ts";
-import { waitUntil } from "../harness/processes.ts";
+import { waitUntil } from "../../packages/providers/src/lab/processes.ts";
 import { testKubeconfig } from "../harness/testEnv.ts";
 
 const NS = `lbentry-${process.pid}`;

@@ -7,8 +7,12 @@ import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { httpHistogram, startHttpEcho } from "../harness/netns/httpClient.ts";
-import { type LabNamespace, NetnsLab, reapStaleLabs } from "../harness/netns/netnsLab.ts";
-import { commandLine, waitUntil } from "../harness/processes.ts";
+import {
+  type LabNamespace,
+  NetnsLab,
+  reapStaleLabs,
+} from "../../packages/providers/src/lab/netns/netnsLab.ts";
+import { commandLine, waitUntil } from "../../packages/providers/src/lab/processes.ts";
 
 const run = promisify(execFile);
 

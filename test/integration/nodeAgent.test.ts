@@ -9,7 +9,7 @@ import { nodeAgentPodSpec } from "../../packages/core/src/loadBalancer/nodeAgent
 import { NODE_ROUTE_PROTO } from "../../lb-image/src/nodeAgent/nodeRoutes.ts";
 import { startNodeAgent, type RunningNodeAgent } from "../../lb-image/src/nodeAgent/nodeAgent.ts";
 import { gatewayLab, spreadOver } from "../harness/netns/gatewayLab.ts";
-import type { LabNamespace, NetnsLab } from "../harness/netns/netnsLab.ts";
+import type { LabNamespace, NetnsLab } from "../../packages/providers/src/lab/netns/netnsLab.ts";
 import { settle } from "../harness/settle.ts";
 import { TcpProxy } from "../harness/tcpProxy.ts";
 import { testKubeConfig } from "../harness/testEnv.ts";

@@ -6,9 +6,9 @@ import type { Server } from "node:http";
 import { dirname, join } from "node:path";
 import { Registry } from "prom-client";
 import { startHttpServer } from "../../lb-image/src/controller/httpServer.ts";
-import { execCommand, NetnsLab, type LabNamespace } from "../harness/netns/netnsLab.ts";
+import { execCommand, NetnsLab, type LabNamespace } from "../../packages/providers/src/lab/netns/netnsLab.ts";
 import { startWatched } from "../harness/netns/watchedProcess.ts";
-import { waitUntil } from "../harness/processes.ts";
+import { waitUntil } from "../../packages/providers/src/lab/processes.ts";
 
 const bin = (command: string) => join(__dirname, "../../lb-image/bin", command);
 // The launchers start with `#!/usr/bin/env node`: this Node first on PATH, as in the image.

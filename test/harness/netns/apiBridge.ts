@@ -1,6 +1,6 @@
 // Makes the test run's kube-apiserver (on the host's loopback) reachable from inside a lab namespace
 // at https://127.0.0.1:<port>, while every listener stays on a loopback: the host side serves a unix
-// socket that forwards to the API server (TcpProxy), and unixForward.ts inside the namespace forwards
+// socket that forwards to the API server (TcpProxy), and the lab's forwarder.ts inside the namespace forwards
 // its loopback port to that socket (socket paths are shared across network namespaces). The API
 // server's certificate covers 127.0.0.1, so clients keep checking it.
 import { KubeConfig } from "@kubernetes/client-node";
@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { TcpProxy } from "../tcpProxy.ts";
 import { repoRoot } from "../repoRoot.ts";
-import type { LabNamespace, LabProcess } from "./netnsLab.ts";
+import type { LabNamespace, LabProcess } from "../../../packages/providers/src/lab/netns/netnsLab.ts";
 
 export class ApiBridge {
   /** The API server's URL inside the namespace. */
@@ -43,19 +43,17 @@ export class ApiBridge {
     const host = new TcpProxy({ host: target.hostname, port: Number(target.port || 443) }, socketPath);
     try {
       await host.up();
-      const script = join(repoRoot(), "test/harness/netns/unixForward.ts");
+      const script = join(repoRoot(), "packages/providers/src/lab/forwarder.ts");
+      const listen = `tcp:127.0.0.1:${port}`;
       const inside = await ns.spawn(
         `api-bridge-${port}`,
         process.execPath,
         [
           "--disable-warning=MODULE_TYPELESS_PACKAGE_JSON",
           script,
-          "--port",
-          String(port),
-          "--socket",
-          socketPath,
+          ...["--listen", listen, "--connect", `unix:${socketPath}`],
         ],
-        { marker: `${script} --port ${port}`, waitForPort: port },
+        { marker: `${script} --listen ${listen}`, waitForPort: port },
       );
       const server = `https://127.0.0.1:${port}`;
       kc.clusters = kc.clusters.map((c) => (c.name === cluster.name ? { ...c, server } : c));

@@ -18,8 +18,13 @@ import {
 } from "@portable-lb/core/bgp";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { FrrRouter } from "./frrRouter.ts";
-import { NetnsLab, type Bridge, type LabNamespace, type LabProcess } from "./netnsLab.ts";
+import { FrrRouter } from "../../../packages/providers/src/lab/netns/frrRouter.ts";
+import {
+  NetnsLab,
+  type Bridge,
+  type LabNamespace,
+  type LabProcess,
+} from "../../../packages/providers/src/lab/netns/netnsLab.ts";
 
 export const ROUTER_IP = "192.168.100.1";
 export const CLIENT_IP = "10.10.0.2";

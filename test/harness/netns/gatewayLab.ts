@@ -2,7 +2,12 @@
 // pod, or a node), and hosts on a bridge behind the gateway, each answering HTTP with its own name.
 //   client (.2) ── (.1) gateway ══ bridge ══ host, host, …
 import { httpHistogram, startHttpEcho } from "./httpClient.ts";
-import { NetnsLab, addressOf, type LabNamespace, type LabProcess } from "./netnsLab.ts";
+import {
+  NetnsLab,
+  addressOf,
+  type LabNamespace,
+  type LabProcess,
+} from "../../../packages/providers/src/lab/netns/netnsLab.ts";
 
 export interface GatewayLabOptions {
   gateway: string;

@@ -7,11 +7,11 @@ import { LB_COMMANDS, LB_HTTP_PATHS, lbConfigSchema, type LbConfigInput } from "
 import { execFileSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { waitUntil } from "../processes.ts";
+import { waitUntil } from "../../../packages/providers/src/lab/processes.ts";
 import { repoRoot } from "../repoRoot.ts";
 import { ApiBridge } from "./apiBridge.ts";
 import { getInside } from "./httpClient.ts";
-import { NetnsError, type LabNamespace } from "./netnsLab.ts";
+import { NetnsError, type LabNamespace } from "../../../packages/providers/src/lab/netns/netnsLab.ts";
 import { startWatched, type WatchedProcess } from "./watchedProcess.ts";
 
 const LB_IMAGE = join(repoRoot(), "lb-image");

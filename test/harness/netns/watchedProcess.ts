@@ -6,8 +6,8 @@
 import { spawn } from "node:child_process";
 import { closeSync, openSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { lastLines, waitUntil } from "../processes.ts";
-import type { LabNamespace } from "./netnsLab.ts";
+import { lastLines, waitUntil } from "../../../packages/providers/src/lab/processes.ts";
+import type { LabNamespace } from "../../../packages/providers/src/lab/netns/netnsLab.ts";
 
 export interface ExitStatus {
   code: number | null;

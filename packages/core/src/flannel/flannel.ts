@@ -99,6 +99,7 @@ export class Flannel extends pulumi.ComponentResource {
     const image = `${args.images?.repository ?? "docker.io/flannel/flannel"}:${version}`;
     const cniPluginImage = `${args.images?.cniPluginRepository ?? "docker.io/flannel/flannel-cni-plugin"}:${cniPluginVersion}`;
     const labels = standardLabels("flannel", { app: "flannel", tier: "node" });
+    const lab = args.platform === "lab";
     const child = { parent: this };
 
     // flanneld needs hostNetwork and NET_ADMIN, which only the "privileged" Pod Security level allows.
@@ -192,18 +193,21 @@ export class Flannel extends pulumi.ComponentResource {
               tolerations: [{ operator: "Exists", effect: "NoSchedule" }],
               nodeSelector: { "kubernetes.io/os": "linux", ...args.nodeSelector },
               serviceAccountName: this.serviceAccount.metadata.name,
-              initContainers: [
-                installer("install-cni-plugin", cniPluginImage, "/flannel", "/opt/cni/bin/flannel", [
-                  mounts.cniPlugin,
-                ]),
-                installer(
-                  "install-cni",
-                  image,
-                  `${configDir}cni-conf.json`,
-                  `/etc/cni/net.d/${CNI_CONF_FILE}`,
-                  [mounts.cni, mounts.cfg],
-                ),
-              ],
+              // The lab's node agent wires pod networks itself (no CNI): nothing would read these.
+              initContainers: lab
+                ? []
+                : [
+                    installer("install-cni-plugin", cniPluginImage, "/flannel", "/opt/cni/bin/flannel", [
+                      mounts.cniPlugin,
+                    ]),
+                    installer(
+                      "install-cni",
+                      image,
+                      `${configDir}cni-conf.json`,
+                      `/etc/cni/net.d/${CNI_CONF_FILE}`,
+                      [mounts.cni, mounts.cfg],
+                    ),
+                  ],
               containers: [
                 {
                   name: "kube-flannel",
@@ -224,8 +228,12 @@ export class Flannel extends pulumi.ComponentResource {
               ],
               volumes: [
                 { name: "run", hostPath: { path: "/run/flannel" } },
-                { name: "cni-plugin", hostPath: { path: "/opt/cni/bin" } },
-                { name: "cni", hostPath: { path: "/etc/cni/net.d" } },
+                ...(lab
+                  ? []
+                  : [
+                      { name: "cni-plugin", hostPath: { path: "/opt/cni/bin" } },
+                      { name: "cni", hostPath: { path: "/etc/cni/net.d" } },
+                    ]),
                 { name: "flannel-cfg", configMap: { name: this.configMap.metadata.name } },
                 { name: "xtables-lock", hostPath: { path: "/run/xtables.lock", type: "FileOrCreate" } },
               ],

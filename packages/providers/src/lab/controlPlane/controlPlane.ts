@@ -11,7 +11,7 @@ import { homedir } from "node:os";
 import { join } from "node:path";
 import { makePki, type Pki } from "./certificates.ts";
 import { renderKubeconfig } from "./kubeconfig.ts";
-import { ensurePortFree, freePort } from "./ports.ts";
+import { ensurePortFree, freePort } from "../ports.ts";
 import {
   killNow,
   lastLines,
@@ -20,7 +20,7 @@ import {
   startDaemon,
   stopProcess,
   waitUntil,
-} from "./processes.ts";
+} from "../processes.ts";
 
 export interface ControlPlaneOptions {
   /** Folder for this instance; created, and removed again by stopControlPlane. */

@@ -105,14 +105,17 @@ export async function makePki(dir: string, serverNames: string[], clients: Clien
     clients: {},
   };
   await openssl(["ec", "-in", "service-account.key", "-pubout", "-out", "service-account.pub"], dir);
-  for (const c of clients) {
-    const subject = `/CN=${c.user}` + c.groups.map((g) => `/O=${g}`).join("");
-    result.clients[c.name] = await signed(
-      dir,
-      c.name,
-      subject,
-      "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n",
-    );
-  }
+  for (const c of clients) result.clients[c.name] = await issueClientCert(dir, c);
   return result;
+}
+
+/** A client certificate signed by the CA in `dir` (made by makePki), e.g. a lab node's identity. */
+export function issueClientCert(dir: string, c: ClientIdentity): Promise<{ cert: string; key: string }> {
+  const subject = `/CN=${c.user}` + c.groups.map((g) => `/O=${g}`).join("");
+  return signed(
+    dir,
+    c.name,
+    subject,
+    "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n",
+  );
 }

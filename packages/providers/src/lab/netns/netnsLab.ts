@@ -11,7 +11,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, w
 import { constants } from "node:os";
 import { dirname, join } from "node:path";
 import { runInThisContext } from "node:vm";
-import { instancesRoot } from "../controlPlane.ts";
+import { instancesRoot } from "../controlPlane/controlPlane.ts";
 import {
   commandLine,
   killNow,
@@ -238,16 +238,23 @@ function namespacePids(netns: string): number[] {
  * pids it killed.
  */
 function removeNamespacesNow(state: LabState): number[] {
+  return deleteNamespacesNow(state.namespaces, `netns lab ${state.id}`);
+}
+
+/**
+ * Kills every process inside each namespace and deletes it, synchronously; `where` names the owner
+ * in errors. Only for namespaces the caller made: every pid found in them is killed.
+ */
+export function deleteNamespacesNow(namespaces: readonly string[], where: string): number[] {
   const killed: number[] = [];
-  for (const netns of state.namespaces) {
+  for (const netns of namespaces) {
     for (const pid of namespacePids(netns)) {
-      // Only our own namespaces are searched, so every pid here is one the lab started (or its child).
       killNow(pid, "");
       killed.push(pid);
     }
     const r = spawnSync("ip", ["netns", "delete", netns], { encoding: "utf8", timeout: 10_000 });
     if (r.status !== 0 && !/No such file/.test(r.stderr)) {
-      throw new NetnsError(`netns lab ${state.id}: 'ip netns delete ${netns}' failed: ${r.stderr.trim()}`);
+      throw new NetnsError(`${where}: 'ip netns delete ${netns}' failed: ${r.stderr.trim()}`);
     }
   }
   return killed;
@@ -258,7 +265,7 @@ function removeFilesNow(state: LabState, stateFile: string): void {
   rmSync(stateFile, { force: true });
 }
 
-async function stopRecorded(p: ProcessRecord, graceMs: number): Promise<void> {
+export async function stopRecorded(p: ProcessRecord, graceMs: number): Promise<void> {
   // stopProcess would take a process caught mid-exec for gone: let the exec finish first.
   await waitUntil(() => commandLine(p.pid) !== "", 1_000, 5);
   await stopProcess(p.pid, p.marker, graceMs);

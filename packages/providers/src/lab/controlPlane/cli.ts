@@ -1,5 +1,6 @@
 // Command-line front end of the local control plane, for working by hand and for the lab:
-//   npm run control-plane -- up [--name N] [--port P] [--bind A] [--pod-cidr C]   prints the kubeconfig path
+//   npm run control-plane -- up [--name N] [--port P] [--bind A] [--pod-cidr C] [--service-cidr C]
+//                                                              prints the kubeconfig path
 //   npm run control-plane -- down [--name N]
 //   npm run control-plane -- status [--name N]
 import { join } from "node:path";
@@ -12,7 +13,7 @@ import {
   stopControlPlane,
   type ControlPlaneOptions,
 } from "./controlPlane.ts";
-import { runs } from "./processes.ts";
+import { runs } from "../processes.ts";
 
 async function main(): Promise<void> {
   const { positionals, values } = parseArgs({
@@ -22,6 +23,7 @@ async function main(): Promise<void> {
       port: { type: "string" },
       bind: { type: "string" },
       "pod-cidr": { type: "string" },
+      "service-cidr": { type: "string" },
     },
   });
   const dir = join(instancesRoot(), values.name);
@@ -40,6 +42,7 @@ async function main(): Promise<void> {
       if (values.port) opts.apiserverPort = Number(values.port);
       if (values.bind) opts.bindAddress = values.bind;
       if (values["pod-cidr"]) opts.podCidr = values["pod-cidr"];
+      if (values["service-cidr"]) opts.serviceCidr = values["service-cidr"];
       const started = await startControlPlane(opts);
       console.error(
         `control plane '${values.name}' ready at ${started.server}; use: export KUBECONFIG=${started.kubeconfig}`,

@@ -1,0 +1,93 @@
+// The `lab` environment: the ECMP paper's Fig. 5 on this machine, as Pulumi resources. It makes the
+// node network, the control plane and the nodes (each with its agent), and hands PortableCluster an
+// environment like any other: a kubeconfig, BGP peering with the lab's router, the LB node count and
+// where the route reflectors go. The router itself comes last (`router()`), configured with what
+// PortableCluster renders for an upstream router.
+import {
+  networkPlanSchema,
+  parseOrThrow,
+  type ClusterEnvironment,
+  type NetworkPlanInput,
+} from "@portable-lb/core";
+import * as pulumi from "@pulumi/pulumi";
+import { labPlan, type LabEnvironmentConfig, type LabPlan } from "./labPlan.ts";
+import { LabResource } from "./labResource.ts";
+import type { ControlPlaneState } from "./ops/controlPlane.ts";
+import type { NetworkState } from "./ops/network.ts";
+import type { NodeState } from "./ops/node.ts";
+import type { RouterState } from "./ops/router.ts";
+
+export interface LabArgs {
+  environment: LabEnvironmentConfig;
+  network: NetworkPlanInput;
+}
+
+export class Lab extends pulumi.ComponentResource {
+  public readonly plan: LabPlan;
+  /**
+   * This machine's admin kubeconfig, as a file path (the Kubernetes provider and kubectl take
+   * either), so its keys stay on this machine and out of Pulumi's state. Resolves once every node
+   * is Ready.
+   */
+  public readonly kubeconfig: pulumi.Output<string>;
+  public readonly environment: ClusterEnvironment;
+  /** The route reflectors' nodes and addresses, for PortableCluster's `loadBalancer.routeReflectors`. */
+  public readonly routeReflectors: { node: string; address: string }[];
+  private readonly network: LabResource<NetworkState>;
+
+  constructor(name: string, args: LabArgs, opts?: pulumi.ComponentResourceOptions) {
+    super("portable-lb:providers:Lab", name, {}, opts);
+    const plan = labPlan(args.environment, parseOrThrow(networkPlanSchema, args.network, "network"));
+    this.plan = plan;
+    this.routeReflectors = plan.reflectors;
+    const child = { parent: this };
+
+    this.network = new LabResource<NetworkState>("Network", `${name}-network`, "network", { plan }, child);
+    const controlPlane = new LabResource<ControlPlaneState>(
+      "ControlPlane",
+      `${name}-control-plane`,
+      "controlPlane",
+      { plan, network: this.network.state.instance },
+      child,
+    );
+    const nodes = plan.nodes.map(
+      (node) =>
+        new LabResource<NodeState>(
+          "Node",
+          `${name}-${node.name}`,
+          "node",
+          {
+            plan,
+            node: node.name,
+            controlPlane: controlPlane.state.instance,
+            adminKubeconfig: controlPlane.state.kubeconfigFile,
+          },
+          child,
+        ),
+    );
+    // Through the nodes: whatever uses this kubeconfig is deployed after them and destroyed before
+    // them, so the agents are still there to stop the pods.
+    this.kubeconfig = pulumi
+      .all([controlPlane.state.kubeconfigFile, ...nodes.map((n) => n.id)])
+      .apply(([file]) => file as string);
+    this.environment = {
+      kind: "lab",
+      platform: "lab",
+      kubeconfig: this.kubeconfig,
+      bgp: { routers: [plan.router.ip] },
+      lbNodeCount: args.environment.lbNodes,
+    };
+    this.registerOutputs({ kubeconfig: this.kubeconfig });
+  }
+
+  /** Starts the lab's upstream router with `config` (PortableCluster's `routerConfig`). */
+  router(config: pulumi.Input<string>, opts?: pulumi.CustomResourceOptions): LabResource<RouterState> {
+    return new LabResource<RouterState>(
+      "Router",
+      `${this.plan.name}-router`,
+      "router",
+      { plan: this.plan, config, network: this.network.state.instance },
+      { parent: this, ...opts },
+    );
+  }
+}

@@ -1,0 +1,147 @@
+// The lab end to end, through the real Pulumi engine and the root program, as `npm run lab` runs it
+// (but in a stack and namespaces of its own, so a developer's lab is left alone): up → the demo
+// VIP answers, the router has one ECMP next hop per LB node, requests spread over LB nodes and
+// backends → a second up changes nothing → LB pods 3 → 1 → 3, the route following → destroy,
+// leaving no namespace, process or folder behind.
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { load } from "js-yaml";
+import { curlSpread, routerNextHops } from "../../packages/providers/src/lab/labReport.ts";
+import type { LabPlan } from "../../packages/providers/src/lab/labPlan.ts";
+import { controlPlaneDir, labDir } from "../../packages/providers/src/lab/ops/fabric.ts";
+import { execCommand } from "../../packages/providers/src/lab/netns/netnsLab.ts";
+import { waitUntil } from "../../packages/providers/src/lab/processes.ts";
+import { TestStack } from "../harness/testStack.ts";
+
+const repoRoot = join(__dirname, "..", "..");
+const NAME = "plb-e2e";
+/** The lab stack's own config (Pulumi.lab.yaml), with this test's name. */
+const labConfig = (
+  load(readFileSync(join(repoRoot, "Pulumi.lab.yaml"), "utf8")) as { config: Record<string, unknown> }
+).config;
+
+async function namespacesLeft(): Promise<string[]> {
+  const r = await execCommand("ip", ["netns", "list"]);
+  return r.stdout
+    .split("\n")
+    .map((l) => l.split(" ")[0]!)
+    .filter((n) => n.startsWith(`${NAME}-`));
+}
+
+/** The router's next hops for the VIP, once they equal `want` (bounded); what it had otherwise. */
+async function hopsBecome(plan: LabPlan, vip: string, want: string[]): Promise<string[]> {
+  let hops: string[] = [];
+  await waitUntil(
+    async () => {
+      hops = (await routerNextHops(plan, vip)).map((h) => h.gateway);
+      return JSON.stringify(hops) === JSON.stringify(want);
+    },
+    120_000,
+    500,
+  );
+  return hops;
+}
+
+// Bounds: a cold up starts a control plane, six nodes and ~20 pods on two CPUs.
+const UP_MS = 15 * 60_000;
+const STEP_MS = 8 * 60_000;
+
+describe("the lab: npm run lab's stack, end to end", () => {
+  let stack: TestStack;
+  let plan: LabPlan;
+  let vip: string;
+  const lbNodeIps = () => plan.nodes.filter((n) => n.role === "lb").map((n) => n.ip);
+
+  beforeAll(async () => {
+    stack = await TestStack.create({
+      program: repoRoot,
+      config: {
+        ...labConfig,
+        "portable-lb:environment": { ...(labConfig["portable-lb:environment"] as object), name: NAME },
+      },
+    });
+  });
+  afterAll(async () => {
+    // A failed test still leaves nothing running.
+    await stack?.stack.destroy({ color: "never" }).catch((err: unknown) => console.error(err));
+    await stack?.dispose();
+  }, STEP_MS);
+
+  it(
+    "comes up with a VIP the router reaches over every LB node, serving from every backend",
+    async () => {
+      const up = await stack.stack.up({ color: "never" });
+      expect(up.summary.result).toBe("succeeded");
+      plan = up.outputs.labPlan!.value as LabPlan;
+      vip = up.outputs.demoVip!.value as string;
+      expect(vip).toMatch(/^10\.1\.1\.\d+$/);
+
+      // Fig. 12's shape: one next hop of weight 1 per LB node.
+      expect(await hopsBecome(plan, vip, lbNodeIps())).toEqual(lbNodeIps());
+      expect((await routerNextHops(plan, vip)).every((h) => h.weight === 1)).toBe(true);
+
+      const spread = await curlSpread(plan, vip, 60);
+      expect(spread.failed).toBe(0);
+      expect(Object.keys(spread.lbNodes).sort()).toEqual(["lb1", "lb2", "lb3"]);
+      expect(Object.keys(spread.backends)).toHaveLength(3);
+      for (const backend of Object.keys(spread.backends)) expect(backend).toMatch(/^10\.244\.\d+\.\d+$/);
+    },
+    UP_MS,
+  );
+
+  it(
+    "changes nothing on a second up",
+    async () => {
+      const again = await stack.stack.up({ color: "never" });
+      const changes = again.summary.resourceChanges ?? {};
+      expect(Object.keys(changes).filter((k) => k !== "same")).toEqual([]);
+    },
+    STEP_MS,
+  );
+
+  it(
+    "follows the LB pods from 3 to 1 and back to 3 in the router's route",
+    async () => {
+      const lb = labConfig["portable-lb:loadBalancer"] as object;
+      await stack.stack.setConfig("portable-lb:loadBalancer", {
+        value: JSON.stringify({ ...lb, replicas: 1 }),
+      });
+      await stack.stack.up({ color: "never" });
+      let hops: string[] = [];
+      await waitUntil(
+        async () => {
+          hops = (await routerNextHops(plan, vip)).map((h) => h.gateway);
+          return hops.length === 1;
+        },
+        120_000,
+        500,
+      );
+      expect(hops).toHaveLength(1);
+      expect(lbNodeIps()).toContain(hops[0]);
+      const spread = await curlSpread(plan, vip, 20);
+      expect(spread.failed).toBe(0);
+      expect(Object.keys(spread.lbNodes)).toHaveLength(1);
+
+      await stack.stack.setConfig("portable-lb:loadBalancer", {
+        value: JSON.stringify({ ...lb, replicas: 3 }),
+      });
+      await stack.stack.up({ color: "never" });
+      expect(await hopsBecome(plan, vip, lbNodeIps())).toEqual(lbNodeIps());
+    },
+    2 * STEP_MS,
+  );
+
+  it(
+    "is destroyed completely: no namespace, agent, control plane or folder left",
+    async () => {
+      const down = await stack.stack.destroy({ color: "never" });
+      expect(down.summary.result).toBe("succeeded");
+      expect(await namespacesLeft()).toEqual([]);
+      const agents = await execCommand("pgrep", ["-f", `--node-name (lb|worker)\\d+ .*${NAME}`]);
+      expect(agents.stdout.trim()).toBe("");
+      expect(existsSync(controlPlaneDir(plan))).toBe(false);
+      expect(existsSync(labDir(plan))).toBe(false);
+    },
+    STEP_MS,
+  );
+});
