@@ -125,15 +125,22 @@ export function parseWriteOut(stdout: string, count: number, by: By): Omit<Histo
   return { counts, answered, failures: count - answered, errors };
 }
 
-/** GET http://127.0.0.1:<port><path> from inside `ns` (a pod's own ports, which only its loopback sees). */
+/**
+ * GET http://127.0.0.1:<port><path> from inside `ns` (a pod's own ports, which only its loopback
+ * sees). With curl, which starts in milliseconds: a kubelet sends its probes and preStop GETs from
+ * its own process, so a Node process started per request (100+ ms under load) would be measured
+ * as the LB's time.
+ */
 export async function getInside(
   ns: LabNamespace,
   port: number,
   path: string,
 ): Promise<{ status: number; body: string }> {
-  const script =
-    `fetch("http://127.0.0.1:${port}${path}").then(async (r) => ` +
-    `console.log(JSON.stringify({ status: r.status, body: await r.text() })), (e) => { console.error(e); process.exit(1); })`;
-  const out = await ns.run(process.execPath, ["-e", script], { timeoutMs: 10_000 });
-  return JSON.parse(out) as { status: number; body: string };
+  const url = `http://127.0.0.1:${port}${path}`;
+  const r = await ns.exec("curl", ["-sS", "--max-time", "10", "-w", "\n%{http_code}", url], {
+    timeoutMs: 15_000,
+  });
+  if (r.code !== 0) throw new Error(`GET ${url} in ${ns.netns}: curl exit ${r.code}: ${r.stderr.trim()}`);
+  const cut = r.stdout.lastIndexOf("\n");
+  return { status: Number(r.stdout.slice(cut + 1)), body: r.stdout.slice(0, cut) };
 }
