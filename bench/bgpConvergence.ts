@@ -34,6 +34,7 @@ import { createLbService } from "../test/harness/lbServices.ts";
 import { benchControlPlane, progress } from "./lib/benchSetup.ts";
 import { writeChart } from "./lib/charts.ts";
 import { FibPoller } from "./lib/fibPoller.ts";
+import { runLoad } from "./lib/loadClient.ts";
 import { machineInfo } from "./lib/report.ts";
 import { seededRandom, summarize } from "./lib/stats.ts";
 import { Teardown } from "./lib/teardown.ts";
@@ -189,15 +190,12 @@ async function resetRun(
   const CONNECTIONS = 60;
   const lb = b.pods.get(3)!;
   const seconds = 10 + resets * 14;
-  const client = b.ecmp.client.exec(
-    process.execPath,
-    [
-      "--disable-warning=MODULE_TYPELESS_PACKAGE_JSON",
-      join(BENCH_DIR, "lib/keepAliveClient.ts"),
-      ...["--url", `http://${VIP}/`, "--connections", String(CONNECTIONS), "--seconds", String(seconds)],
-    ],
-    { timeoutMs: (seconds + 60) * 1000 },
-  );
+  const client = runLoad(b.ecmp.client.netns, {
+    urls: [`http://${VIP}/`],
+    connections: CONNECTIONS,
+    seconds,
+    intervalMs: 50,
+  });
   const events: { kind: "leave" | "join"; at: number }[] = [];
   await sleep(5_000);
   for (let i = 0; i < resets; i++) {
@@ -209,15 +207,7 @@ async function resetRun(
     await b.timed(3, true, () => lb.start(b.healthPort), RESTORE_TIMEOUT_MS);
     await sleep(3_000);
   }
-  const out = await client;
-  const last = out.stdout.trim().split("\n").pop() ?? "";
-  if (out.code !== 0 || !last.startsWith("{"))
-    throw new Error(`keep-alive client failed: ${out.stderr}${out.stdout}`);
-  const result = JSON.parse(last) as {
-    requests: number;
-    opened: number;
-    failures: { t: number; code: string }[];
-  };
+  const result = await client;
   return {
     requests: result.requests,
     connections: CONNECTIONS,

@@ -11,6 +11,7 @@ here=$(dirname "${BASH_SOURCE[0]}")
 . "$here/bootstrap/kubernetes.sh"
 . "$here/bootstrap/flannel.sh"
 . "$here/bootstrap/bird.sh"
+. "$here/bootstrap/nginx.sh"
 . "$here/bootstrap/ipvsGuest.sh"
 . "$here/bootstrap/npm.sh"
 
@@ -32,6 +33,7 @@ install_pulumi
 install_kubernetes
 install_flannel
 install_bird
+install_nginx
 install_ipvs_guest
 install_pulumi_plugins
 install_npm_dependencies

@@ -2,19 +2,20 @@
 # The README's main command. `npm run lab` sets up every tool on a fresh machine (as `npm test`
 # does), brings the lab stack up (`pulumi up -s lab`, Pulumi.lab.yaml) and shows it working: the
 # VIP, the router's ECMP route and the spread of 100 requests. A second run changes nothing and
-# repairs what died. `npm run lab -- down` destroys the lab and everything it started.
+# repairs what died. `npm run lab -- down` destroys the lab and everything it started;
+# `npm run --silent lab -- outputs` prints the stack's outputs as JSON (what the lab benchmarks read).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 verb=${1:-up}
-case $verb in up | down) ;; *)
-  echo "usage: npm run lab [-- up|down]" >&2
+case $verb in up | down | outputs) ;; *)
+  echo "usage: npm run lab [-- up|down|outputs]" >&2
   exit 2
   ;;
 esac
 bash scripts/bootstrap.sh
 . scripts/toolenv.sh
 [ "$(id -u)" -eq 0 ] || { echo "lab: network namespaces need root; run it as root" >&2; exit 1; }
-npm run --silent build
+npm run --silent build >&2
 # The lab's Pulumi state lives beside the tool cache, not in the clone: `down` works from any clone.
 export PULUMI_BACKEND_URL=${PULUMI_BACKEND_URL:-file://$PLB_CACHE/lab-state}
 mkdir -p "${PULUMI_BACKEND_URL#file://}"
@@ -22,10 +23,16 @@ mkdir -p "${PULUMI_BACKEND_URL#file://}"
 export PULUMI_CONFIG_PASSPHRASE=${PULUMI_CONFIG_PASSPHRASE-portable-lb-lab}
 export PULUMI_NODEJS_TRANSPILE_ONLY=true
 pulumi stack select --create lab >/dev/null
-if [ "$verb" = down ]; then
+case $verb in
+down)
   pulumi destroy -s lab --yes --skip-preview
   exit 0
-fi
+  ;;
+outputs)
+  pulumi stack output -s lab --json --show-secrets
+  exit 0
+  ;;
+esac
 start=$SECONDS
 pulumi up -s lab --yes --skip-preview
 echo "lab: up in $((SECONDS - start)) s"

@@ -1,7 +1,8 @@
 // Steady keep-alive load for the connection-reset benchmark, run inside the client namespace:
 // `node keepAliveClient.ts --url U --connections 60 --interval-ms 50 --seconds S`. Each of the
-// connections is its own agent with one socket that sends a request every interval; a request that
-// fails ends that connection (the agent opens a new one). Prints one JSON line at the end: requests,
+// connections is its own agent with one socket that sends a request every interval (0: back to
+// back, for throughput); a request that fails ends that connection (the agent opens a new one).
+// Prints one JSON line at the end: its start (epoch ms), requests, requests answered in each second,
 // connections opened, and every failure with its time (epoch ms) and error code.
 import { Agent, request } from "node:http";
 import { parseArgs } from "node:util";
@@ -9,22 +10,25 @@ import { setTimeout as sleep } from "node:timers/promises";
 
 const { values } = parseArgs({
   options: {
-    url: { type: "string" },
+    // Several: connection i uses the i-th modulo their number (clients spreading over pods themselves).
+    url: { type: "string", multiple: true },
     connections: { type: "string", default: "60" },
     "interval-ms": { type: "string", default: "50" },
     seconds: { type: "string", default: "60" },
   },
 });
-if (!values.url) throw new Error("--url is required");
-const url = new URL(values.url);
+if (!values.url?.length) throw new Error("--url is required");
+const urls = values.url.map((u) => new URL(u));
 const intervalMs = Number(values["interval-ms"]);
-const deadline = Date.now() + Number(values.seconds) * 1000;
+const started = Date.now();
+const deadline = started + Number(values.seconds) * 1000;
 let requests = 0;
+const perSecond = Array.from({ length: Math.ceil(Number(values.seconds)) }, () => 0);
 let opened = 0;
 const failures: { t: number; code: string }[] = [];
 const sockets = new WeakSet<object>();
 
-function get(agent: Agent): Promise<void> {
+function get(agent: Agent, url: URL): Promise<void> {
   return new Promise((resolve, reject) => {
     const req = request(
       { host: url.hostname, port: url.port || 80, path: url.pathname, agent, timeout: 2_000 },
@@ -45,23 +49,27 @@ function get(agent: Agent): Promise<void> {
   });
 }
 
-async function connection(): Promise<void> {
+async function connection(url: URL): Promise<void> {
   let agent = new Agent({ keepAlive: true, maxSockets: 1 });
   while (Date.now() < deadline) {
-    const started = Date.now();
+    const sent = Date.now();
     try {
-      await get(agent);
+      await get(agent, url);
       requests++;
+      const second = Math.floor((Date.now() - started) / 1000);
+      if (second < perSecond.length) perSecond[second]!++;
     } catch (err) {
       failures.push({ t: Date.now(), code: (err as { code?: string }).code ?? String(err) });
       agent.destroy();
       agent = new Agent({ keepAlive: true, maxSockets: 1 });
+      // Back to back, a refused connection would otherwise be retried in a tight loop.
+      if (intervalMs === 0) await sleep(10);
     }
-    await sleep(Math.max(0, intervalMs - (Date.now() - started)));
+    if (intervalMs > 0) await sleep(Math.max(0, intervalMs - (Date.now() - sent)));
   }
   agent.destroy();
 }
 
-void Promise.all(Array.from({ length: Number(values.connections) }, () => connection())).then(() =>
-  console.log(JSON.stringify({ requests, opened, failures })),
-);
+void Promise.all(
+  Array.from({ length: Number(values.connections) }, (_, i) => connection(urls[i % urls.length]!)),
+).then(() => console.log(JSON.stringify({ started, requests, perSecond, opened, failures })));

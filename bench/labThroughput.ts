@@ -1,0 +1,214 @@
+// Throughput against the number of backend pods, on the lab (the thesis's Fig. 6.4): the client
+// sends requests back to back over keep-alive connections to the demo web service three ways:
+//   portable-lb  the VIP: router ECMP over the LB nodes, nftables in the LB pods
+//   direct       the pods' own addresses, the client spreading its connections over them (no LB)
+//   nginx        nginx as the load balancer on an LB node (proxying to the pods; the thesis's baseline)
+// This machine has two CPUs shared by the client, the LBs and the pods, so absolute figures say
+// little; the report gives each way's ratio to direct-to-pod at the same backend count.
+//
+//   npm run lab && npm run --silent lab -- outputs | npm run bench:lab-throughput -- [--backends 1,2,3,6] [--seconds 10]
+//
+// For `direct` the router gets routes to the nodes' pod subnets for the run (removed after), as a
+// flat routed network would have. Writes results.csv, summary.json, report.txt and throughput.png
+// under bench/results/lab-throughput-<time>/.
+import { existsSync, globSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { parseArgs } from "node:util";
+import { instancesRoot } from "../packages/providers/src/lab/controlPlane/controlPlane.ts";
+import { labNamespace } from "../packages/providers/src/lab/ops/fabric.ts";
+import { stopRecorded, type ProcessRecord } from "../packages/providers/src/lab/netns/netnsLab.ts";
+import { waitUntil } from "../packages/providers/src/lab/processes.ts";
+import { progress } from "./lib/benchSetup.ts";
+import { labRig, type LabRig } from "./lib/labRig.ts";
+import { runLoad } from "./lib/loadClient.ts";
+import { machineInfo } from "./lib/report.ts";
+import { newRunDir, writeRunFiles } from "./lib/runFiles.ts";
+
+const BENCH_DIR = dirname(resolve(process.argv[1]!));
+const DEMO = { namespace: "demo", name: "demo" };
+const BACKEND_PORT = 8080;
+const NGINX_PORT = 8081;
+const CONNECTIONS = 32;
+const MODES = ["portable-lb", "direct", "nginx"] as const;
+type Mode = (typeof MODES)[number];
+
+function nginxBinary(): string {
+  const found = globSync(join(dirname(instancesRoot()), "tools", "nginx-*", "bin", "nginx"));
+  if (!found[0])
+    throw new Error("nginx is not in the tool cache: run scripts/bootstrap.sh (scripts/bootstrap/nginx.sh)");
+  return found[0];
+}
+
+/** The demo pods' addresses once exactly `n` run and are ready. */
+async function scaleBackends(rig: LabRig, n: number): Promise<string[]> {
+  await rig.apps.replaceNamespacedDeploymentScale({
+    ...DEMO,
+    body: { metadata: { ...DEMO }, spec: { replicas: n } },
+  });
+  let ips: string[] = [];
+  const ok = await waitUntil(
+    async () => {
+      const pods = (
+        await rig.core.listNamespacedPod({ namespace: DEMO.namespace, labelSelector: `app=${DEMO.name}` })
+      ).items;
+      const ready = pods.filter(
+        (p) =>
+          !p.metadata?.deletionTimestamp &&
+          p.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True"),
+      );
+      ips = ready.map((p) => p.status!.podIP!).sort();
+      return ready.length === n && pods.length === n;
+    },
+    180_000,
+    500,
+  );
+  if (!ok) throw new Error(`demo: ${n} ready pods not reached in 180 s (have ${ips.join(", ")})`);
+  return ips;
+}
+
+function nginxConfig(dir: string, backends: string[]): string {
+  return [
+    "worker_processes 1;",
+    `pid ${dir}/nginx.pid;`,
+    "error_log stderr warn;",
+    "events { worker_connections 1024; }",
+    "http {",
+    "  access_log off;",
+    `  client_body_temp_path ${dir}/body; proxy_temp_path ${dir}/proxy;`,
+    `  fastcgi_temp_path ${dir}/fastcgi; uwsgi_temp_path ${dir}/uwsgi; scgi_temp_path ${dir}/scgi;`,
+    "  upstream backends {",
+    ...backends.map((ip) => `    server ${ip}:${BACKEND_PORT};`),
+    "    keepalive 64;",
+    "  }",
+    "  server {",
+    `    listen ${NGINX_PORT};`,
+    '    location / { proxy_pass http://backends; proxy_http_version 1.1; proxy_set_header Connection ""; }',
+    "  }",
+    "}",
+    "",
+  ].join("\n");
+}
+
+/** Requests per second of back-to-back load from the client to `urls` for `seconds`. */
+async function load(
+  rig: LabRig,
+  urls: string[],
+  seconds: number,
+): Promise<{ rps: number; failures: number }> {
+  const r = await runLoad(rig.plan.client.netns, { urls, connections: CONNECTIONS, seconds, intervalMs: 0 });
+  return { rps: r.requests / seconds, failures: r.failures.length };
+}
+
+async function main(): Promise<void> {
+  const { values } = parseArgs({
+    options: {
+      backends: { type: "string", default: "1,2,3,6" },
+      seconds: { type: "string", default: "10" },
+      out: { type: "string", default: join(BENCH_DIR, "results") },
+    },
+  });
+  const counts = values.backends.split(",").map(Number);
+  if (counts.some((n) => !Number.isInteger(n) || n < 1))
+    throw new Error(`--backends: positive integers (got ${values.backends})`);
+  const seconds = Number(values.seconds);
+  const rig = labRig();
+  const nginx = nginxBinary();
+  const machine = await machineInfo();
+  const runDir = newRunDir(values.out, "lab-throughput");
+  const lbNode = rig.plan.nodes.find((n) => n.role === "lb")!;
+  const router = labNamespace(rig.plan, rig.plan.router.netns);
+  const nodes = (await rig.core.listNode()).items.map((n) => ({
+    ip: n.status!.addresses!.find((a) => a.type === "InternalIP")!.address,
+    podCidr: n.spec!.podCIDR!,
+  }));
+  const original = (await rig.apps.readNamespacedDeploymentScale(DEMO)).spec!.replicas!;
+  const nginxDir = join(runDir, "nginx");
+  const results: { mode: Mode; backends: number; rps: number; failures: number }[] = [];
+  let nginxProc: ProcessRecord | undefined;
+  try {
+    for (const n of nodes) await router.route(n.podCidr, n.ip);
+    for (const count of counts) {
+      const ips = await scaleBackends(rig, count);
+      progress(`${count} backend pod(s): ${ips.join(", ")}`);
+      mkdirSync(nginxDir, { recursive: true });
+      writeFileSync(join(nginxDir, "nginx.conf"), nginxConfig(nginxDir, ips));
+      const procs: ProcessRecord[] = [];
+      await labNamespace(rig.plan, lbNode.netns, procs).spawn(
+        "nginx",
+        nginx,
+        ["-p", nginxDir, "-c", join(nginxDir, "nginx.conf"), "-e", "stderr", "-g", "daemon off;"],
+        { marker: join(nginxDir, "nginx.conf"), waitForPort: NGINX_PORT },
+      );
+      nginxProc = procs[0];
+      const urls: Record<Mode, string[]> = {
+        "portable-lb": [`http://${rig.vip}/`],
+        direct: ips.map((ip) => `http://${ip}:${BACKEND_PORT}/`),
+        nginx: [`http://${lbNode.ip}:${NGINX_PORT}/`],
+      };
+      for (const mode of MODES) {
+        const r = await load(rig, urls[mode], seconds);
+        results.push({ mode, backends: count, ...r });
+        progress(`  ${mode.padEnd(12)} ${r.rps.toFixed(0).padStart(6)} requests/s, ${r.failures} failures`);
+      }
+      if (nginxProc) await stopRecorded(nginxProc, 5_000);
+      nginxProc = undefined;
+    }
+  } finally {
+    if (nginxProc) await stopRecorded(nginxProc, 5_000);
+    for (const n of nodes) await router.ip("route", "del", n.podCidr).catch(() => undefined);
+    await scaleBackends(rig, original).catch((err: unknown) =>
+      progress(`demo: not back to ${original}: ${String(err)}`),
+    );
+    if (existsSync(nginxDir)) rmSync(nginxDir, { recursive: true, force: true });
+  }
+
+  const direct = (count: number) => results.find((r) => r.mode === "direct" && r.backends === count)!.rps;
+  const rows = results.map((r) => ({ ...r, ratio: r.rps / direct(r.backends) }));
+  const text = [
+    "portable-lb on the lab: throughput vs backend pods (cf. thesis Fig. 6.4)",
+    `machine: ${machine.cpus} x ${machine.cpuModel} (client, LBs and pods share it: read the ratios)`,
+    `${CONNECTIONS} keep-alive connections, back to back, ${seconds} s per point`,
+    "",
+    "backends  mode          requests/s  ratio to direct  failures",
+    ...rows.map((r) =>
+      [
+        String(r.backends).padStart(8),
+        r.mode.padEnd(12),
+        r.rps.toFixed(0).padStart(11),
+        r.ratio.toFixed(2).padStart(16),
+        String(r.failures).padStart(9),
+      ].join("  "),
+    ),
+  ].join("\n");
+  await writeRunFiles(runDir, {
+    report: text,
+    summary: { machine, seconds, connections: CONNECTIONS, rows },
+    csv: {
+      name: "results.csv",
+      header: "mode,backends,requests_per_s,ratio_to_direct,failures",
+      rows: rows.map(
+        (r) => `${r.mode},${r.backends},${r.rps.toFixed(1)},${r.ratio.toFixed(3)},${r.failures}`,
+      ),
+    },
+    chart: {
+      name: "throughput",
+      spec: {
+        title: "Lab: requests/s vs backend pods (cf. thesis Fig. 6.4)",
+        width: 560,
+        height: 320,
+        data: { values: rows },
+        mark: { type: "line", point: true },
+        encoding: {
+          x: { field: "backends", type: "ordinal", title: "backend pods" },
+          y: { field: "rps", type: "quantitative", title: "requests/s" },
+          color: { field: "mode", title: "path" },
+        },
+      },
+    },
+  });
+}
+
+main().catch((err: unknown) => {
+  console.error(err instanceof Error ? (err.stack ?? err.message) : String(err));
+  process.exit(1);
+});

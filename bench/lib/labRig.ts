@@ -1,0 +1,32 @@
+// What the lab benchmarks share: the running lab (`npm run lab`), found through its stack's outputs
+// on stdin (`npm run --silent lab -- outputs | node bench/lab….ts`), with an API client.
+import { readFileSync } from "node:fs";
+import { AppsV1Api, CoreV1Api, KubeConfig } from "@kubernetes/client-node";
+import type { LabPlan } from "../../packages/providers/src/lab/labPlan.ts";
+
+export interface LabRig {
+  plan: LabPlan;
+  vip: string;
+  core: CoreV1Api;
+  apps: AppsV1Api;
+}
+
+export function labRig(): LabRig {
+  const outputs = JSON.parse(readFileSync(0, "utf8")) as {
+    labPlan?: LabPlan;
+    demoVip?: string;
+    kubeconfig?: string;
+  };
+  if (!outputs.labPlan || !outputs.demoVip || !outputs.kubeconfig)
+    throw new Error(
+      "no lab outputs on stdin: run `npm run lab` first, then `npm run --silent lab -- outputs | …`",
+    );
+  const kc = new KubeConfig();
+  kc.loadFromFile(outputs.kubeconfig);
+  return {
+    plan: outputs.labPlan,
+    vip: outputs.demoVip,
+    core: kc.makeApiClient(CoreV1Api),
+    apps: kc.makeApiClient(AppsV1Api),
+  };
+}

@@ -1,0 +1,41 @@
+// Runs the keep-alive load client (keepAliveClient.ts) inside a namespace, usually the lab's client,
+// and hands back what it measured.
+import { join } from "node:path";
+import { execCommand } from "../../packages/providers/src/lab/netns/netnsLab.ts";
+import { repoRoot } from "../../test/harness/repoRoot.ts";
+
+export interface LoadOptions {
+  urls: string[];
+  connections: number;
+  seconds: number;
+  /** Between one connection's requests; 0 sends them back to back (throughput). */
+  intervalMs: number;
+}
+
+export interface LoadResult {
+  /** When the client started (epoch ms). */
+  started: number;
+  requests: number;
+  /** Requests answered in each second of the run. */
+  perSecond: number[];
+  opened: number;
+  failures: { t: number; code: string }[];
+}
+
+export async function runLoad(netns: string, o: LoadOptions): Promise<LoadResult> {
+  const out = await execCommand(
+    "ip",
+    [
+      ...["netns", "exec", netns, process.execPath, "--disable-warning=MODULE_TYPELESS_PACKAGE_JSON"],
+      join(repoRoot(), "bench/lib/keepAliveClient.ts"),
+      ...o.urls.flatMap((u) => ["--url", u]),
+      ...["--connections", String(o.connections), "--interval-ms", String(o.intervalMs)],
+      ...["--seconds", String(o.seconds)],
+    ],
+    { timeoutMs: (o.seconds + 60) * 1000 },
+  );
+  const last = out.stdout.trim().split("\n").pop() ?? "";
+  if (out.code !== 0 || !last.startsWith("{"))
+    throw new Error(`load client failed: ${out.stderr}${out.stdout}`);
+  return JSON.parse(last) as LoadResult;
+}
