@@ -184,7 +184,7 @@ describe("lab cleanup", () => {
 
   it("removes the lab of an owner that exits without destroy()", async () => {
     const script = [
-      `import { NetnsLab } from ${JSON.stringify(join(__dirname, "../harness/netns/netnsLab.ts"))};`,
+      `import { NetnsLab } from ${JSON.stringify(join(__dirname, "../../packages/providers/src/lab/netns/netnsLab.ts"))};`,
       `const lab = await NetnsLab.create("exit-test");`,
       `const ns = await lab.namespace("a");`,
       `const p = await ns.spawn("sleeper", "sleep", ["300"]);`,
