@@ -1,5 +1,7 @@
-// Two projects: fast unit tests beside the code, and integration tests under test/ that share one
-// local control plane per run (started in globalSetup, stopped in globalTeardown).
+// Three projects: fast unit tests beside the code; integration tests under test/integration that
+// share one local control plane per run (started in globalSetup, stopped in globalTeardown); and the
+// end-to-end tests under test/e2e, which scripts/test.sh runs after the others, one at a time (the
+// lab takes both CPUs, and the BGP timing tests must not share them with it).
 const transform = { "^.+\\.ts$": ["ts-jest", { tsconfig: "<rootDir>/tsconfig.json" }] };
 const moduleNameMapper = {
   // tsc rewrites our relative ".ts" imports to ".js" (rewriteRelativeImportExtensions); map them back.
@@ -7,6 +9,12 @@ const moduleNameMapper = {
   "^@portable-lb/(core|providers)$": "<rootDir>/packages/$1/src/index.ts",
   "^@portable-lb/core/(config|bgp)$": "<rootDir>/packages/core/src/$1/index.ts",
   "^@portable-lb/lb-image$": "<rootDir>/lb-image/src/index.ts",
+};
+
+const sharedControlPlane = {
+  globalSetup: "<rootDir>/test/harness/jestGlobalSetup.mjs",
+  globalTeardown: "<rootDir>/test/harness/jestGlobalTeardown.mjs",
+  setupFilesAfterEnv: ["<rootDir>/test/harness/jestIntegrationSetup.ts"],
 };
 
 /** @type {import('jest').Config} */
@@ -28,10 +36,16 @@ module.exports = {
       testEnvironment: "node",
       transform,
       moduleNameMapper,
-      testMatch: ["<rootDir>/test/integration/**/*.test.ts", "<rootDir>/test/e2e/**/*.test.ts"],
-      globalSetup: "<rootDir>/test/harness/jestGlobalSetup.mjs",
-      globalTeardown: "<rootDir>/test/harness/jestGlobalTeardown.mjs",
-      setupFilesAfterEnv: ["<rootDir>/test/harness/jestIntegrationSetup.ts"],
+      testMatch: ["<rootDir>/test/integration/**/*.test.ts"],
+      ...sharedControlPlane,
+    },
+    {
+      displayName: "e2e",
+      testEnvironment: "node",
+      transform,
+      moduleNameMapper,
+      testMatch: ["<rootDir>/test/e2e/**/*.test.ts"],
+      ...sharedControlPlane,
     },
   ],
 };

@@ -9,8 +9,16 @@ npm run --silent build
 npm run --silent typecheck
 npm run --silent lint
 # Bounded: a test that leaks a handle keeps Jest alive forever; fail clearly instead of hanging CI.
-timeout --kill-after=30s 30m npm run --silent jest -- --ci "$@" || {
-  rc=$?
-  [ "$rc" -eq 124 ] && echo "test: Jest did not finish within 30 minutes (a leaked handle or a hung test); see above" >&2
-  exit "$rc"
+jest_bounded() {
+  local minutes=$1
+  shift
+  timeout --kill-after=30s "${minutes}m" npm run --silent jest -- --ci "$@" || {
+    local rc=$?
+    [ "$rc" -eq 124 ] && echo "test: Jest did not finish within $minutes minutes (a leaked handle or a hung test); see above" >&2
+    return "$rc"
+  }
 }
+# Unit and integration tests in parallel, then the end-to-end tests one at a time: the lab takes
+# both CPUs, which the BGP and ECMP timing tests must not share.
+jest_bounded 30 --selectProjects unit integration --passWithNoTests "$@"
+jest_bounded 30 --selectProjects e2e --runInBand --passWithNoTests "$@"

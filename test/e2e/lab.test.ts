@@ -45,11 +45,25 @@ async function hopsBecome(plan: LabPlan, vip: string, want: string[]): Promise<s
 // Bounds: a cold up starts a control plane, six nodes and ~20 pods on two CPUs.
 const UP_MS = 15 * 60_000;
 const STEP_MS = 8 * 60_000;
+/**
+ * Pulumi is interrupted (SIGINT: it cancels and releases the stack's lock) a minute before the test's
+ * own bound, so a slow operation fails its test instead of locking the stack for the next ones and
+ * for the destroy that cleans up.
+ */
+const within = (testMs: number) => ({
+  color: "never" as const,
+  signal: AbortSignal.timeout(testMs - 60_000),
+});
 
 describe("the lab: npm run lab's stack, end to end", () => {
   let stack: TestStack;
   let plan: LabPlan;
   let vip: string;
+  let upSucceeded = false;
+  /** A later step has nothing to check (and must not wait out its bound) when the first up failed. */
+  const requireUp = () => {
+    if (!upSucceeded) throw new Error("the first up failed (see above), so this step cannot run");
+  };
   const lbNodeIps = () => plan.nodes.filter((n) => n.role === "lb").map((n) => n.ip);
 
   beforeAll(async () => {
@@ -63,17 +77,18 @@ describe("the lab: npm run lab's stack, end to end", () => {
   });
   afterAll(async () => {
     // A failed test still leaves nothing running.
-    await stack?.stack.destroy({ color: "never" }).catch((err: unknown) => console.error(err));
+    await stack?.stack.destroy(within(STEP_MS)).catch((err: unknown) => console.error(err));
     await stack?.dispose();
   }, STEP_MS);
 
   it(
     "comes up with a VIP the router reaches over every LB node, serving from every backend",
     async () => {
-      const up = await stack.stack.up({ color: "never" });
+      const up = await stack.stack.up(within(UP_MS));
       expect(up.summary.result).toBe("succeeded");
       plan = up.outputs.labPlan!.value as LabPlan;
       vip = up.outputs.demoVip!.value as string;
+      upSucceeded = true;
       expect(vip).toMatch(/^10\.1\.1\.\d+$/);
 
       // Fig. 12's shape: one next hop of weight 1 per LB node.
@@ -92,7 +107,8 @@ describe("the lab: npm run lab's stack, end to end", () => {
   it(
     "changes nothing on a second up",
     async () => {
-      const again = await stack.stack.up({ color: "never" });
+      requireUp();
+      const again = await stack.stack.up(within(STEP_MS));
       const changes = again.summary.resourceChanges ?? {};
       expect(Object.keys(changes).filter((k) => k !== "same")).toEqual([]);
     },
@@ -102,11 +118,12 @@ describe("the lab: npm run lab's stack, end to end", () => {
   it(
     "follows the LB pods from 3 to 1 and back to 3 in the router's route",
     async () => {
+      requireUp();
       const lb = labConfig["portable-lb:loadBalancer"] as object;
       await stack.stack.setConfig("portable-lb:loadBalancer", {
         value: JSON.stringify({ ...lb, replicas: 1 }),
       });
-      await stack.stack.up({ color: "never" });
+      await stack.stack.up(within(STEP_MS));
       let hops: string[] = [];
       await waitUntil(
         async () => {
@@ -125,7 +142,7 @@ describe("the lab: npm run lab's stack, end to end", () => {
       await stack.stack.setConfig("portable-lb:loadBalancer", {
         value: JSON.stringify({ ...lb, replicas: 3 }),
       });
-      await stack.stack.up({ color: "never" });
+      await stack.stack.up(within(STEP_MS));
       expect(await hopsBecome(plan, vip, lbNodeIps())).toEqual(lbNodeIps());
     },
     2 * STEP_MS,
@@ -134,7 +151,8 @@ describe("the lab: npm run lab's stack, end to end", () => {
   it(
     "is destroyed completely: no namespace, agent, control plane or folder left",
     async () => {
-      const down = await stack.stack.destroy({ color: "never" });
+      requireUp();
+      const down = await stack.stack.destroy(within(STEP_MS));
       expect(down.summary.result).toBe("succeeded");
       expect(await namespacesLeft()).toEqual([]);
       const agents = await execCommand("pgrep", ["-f", `--node-name (lb|worker)\\d+ .*${NAME}`]);

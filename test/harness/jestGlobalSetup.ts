@@ -12,6 +12,8 @@ import { reapStaleLabs } from "../../packages/providers/src/lab/netns/netnsLab.t
 import { TEST_ENV, type SharedControlPlane } from "./testEnv.ts";
 
 export default async function globalSetup(): Promise<void> {
+  // The integration and e2e projects both name this setup; a run of both shares one control plane.
+  if ((globalThis as SharedControlPlane).__portableLbControlPlane) return;
   const root = instancesRoot();
   mkdirSync(root, { recursive: true });
   // What a killed earlier run left: control planes and network-namespace labs.

@@ -2,6 +2,8 @@ import { stopControlPlane } from "../../packages/providers/src/lab/controlPlane/
 import type { SharedControlPlane } from "./testEnv.ts";
 
 export default async function globalTeardown(): Promise<void> {
-  const state = (globalThis as SharedControlPlane).__portableLbControlPlane;
+  const shared = globalThis as SharedControlPlane;
+  const state = shared.__portableLbControlPlane;
+  shared.__portableLbControlPlane = undefined; // a second project's teardown finds it stopped
   if (state) await stopControlPlane(state);
 }

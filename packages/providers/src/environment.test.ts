@@ -49,7 +49,7 @@ describe("environmentFromConfig", () => {
     ],
     [
       { kind: "aws" },
-      /^environment\.kind: unknown environment kind; set environment\.kind to "kubeconfig" \(got "aws"\)$/,
+      /^environment\.kind: unknown environment kind; set environment\.kind to "kubeconfig" or "lab" \(got "aws"\)$/,
     ],
     [
       { kind: "kubeconfig" },

@@ -99,26 +99,44 @@ describe("resolveCommand", () => {
     "/usr/bin/node",
     "/opt/lab/bin/flanneld",
     "/usr/local/bin/portable-lb-controller",
+    "/tmp/checkout/bin/portable-lb-speaker",
   ]);
   const opts = {
-    containerPath: "/usr/local/bin:/usr/bin",
+    containerPath: "/usr/local/bin:/usr/bin:/tmp/checkout/bin",
     agentPath: "/opt/lab/bin:/usr/bin",
-    mountTargets: ["/scripts"],
+    mountTargets: ["/scripts", "/tmp"],
     isExecutable: (p: string) => existing.has(p),
   };
 
-  it("keeps existing absolute paths and paths inside the container's mounts", () => {
-    expect(resolveCommand("/usr/bin/node", opts)).toBe("/usr/bin/node");
-    expect(resolveCommand("/scripts/run.sh", opts)).toBe("/scripts/run.sh");
+  it("keeps absolute paths that exist here or inside the container's own mounts", () => {
+    expect(resolveCommand("/usr/bin/node", opts)).toEqual({ path: "/usr/bin/node" });
+    expect(resolveCommand("/scripts/run.sh", opts)).toEqual({ path: "/scripts/run.sh" });
   });
 
   it("finds an image's missing entrypoint by its basename on the agent's PATH", () => {
-    expect(resolveCommand("/opt/bin/flanneld", opts)).toBe("/opt/lab/bin/flanneld");
-    expect(resolveCommand("/opt/bin/missing", opts)).toBeUndefined();
+    expect(resolveCommand("/opt/bin/flanneld", opts)).toEqual({ path: "/opt/lab/bin/flanneld" });
+    expect(resolveCommand("/opt/bin/missing", opts)).toEqual({
+      error: 'exec: "/opt/bin/missing": executable file not found in "missing" on the agent\'s PATH',
+    });
   });
 
   it("looks bare names up on the container's PATH", () => {
-    expect(resolveCommand("portable-lb-controller", opts)).toBe("/usr/local/bin/portable-lb-controller");
-    expect(resolveCommand("flanneld", opts)).toBeUndefined();
+    expect(resolveCommand("portable-lb-controller", opts)).toEqual({
+      path: "/usr/local/bin/portable-lb-controller",
+    });
+    expect(resolveCommand("flanneld", opts)).toEqual({
+      error: 'exec: "flanneld": executable file not found in the container\'s PATH',
+    });
+  });
+
+  it("skips a file of this machine that a container mount hides, and says so when nothing else is found", () => {
+    expect(resolveCommand("portable-lb-speaker", opts)).toEqual({
+      error:
+        'exec: "portable-lb-speaker": executable file not found in the container\'s PATH: ' +
+        "/tmp/checkout/bin/portable-lb-speaker is hidden by the container's mount at /tmp (move it out of there)",
+    });
+    expect(resolveCommand("portable-lb-speaker", { ...opts, mountTargets: ["/scripts"] })).toEqual({
+      path: "/tmp/checkout/bin/portable-lb-speaker",
+    });
   });
 });

@@ -89,13 +89,19 @@ export function launchScript(spec: LaunchSpec): string {
   return lines.join("\n") + "\n";
 }
 
+/** The container mount that hides `path` (the mount replaces what is there on this machine), if any. */
+function mountHiding(path: string, mountTargets: string[]): string | undefined {
+  return mountTargets.find((t) => path === t || path.startsWith(t.endsWith("/") ? t : `${t}/`));
+}
+
 /**
  * Where the container's command is found. No image is pulled, so commands run from this machine:
  * a path inside one of the container's own mounts stays as written (it exists once mounted); an
  * absolute path that exists here is used as is; an absolute path that does not (an image's
  * entrypoint such as /opt/bin/flanneld) is looked up by its basename on the agent's PATH, so locally
- * built tools stand in for the image's; a bare name is looked up on the container's PATH.
- * Undefined when nothing is found.
+ * built tools stand in for the image's; a bare name is looked up on the container's PATH. A file of
+ * this machine under one of the container's mounts is not visible to it, so it is skipped, and a
+ * miss names it (a checkout under /tmp, say, is hidden by a pod's /tmp emptyDir).
  */
 export function resolveCommand(
   argv0: string,
@@ -105,18 +111,26 @@ export function resolveCommand(
     mountTargets: string[];
     isExecutable: (path: string) => boolean;
   },
-): string | undefined {
-  const search = (name: string, pathVar: string) =>
-    pathVar
-      .split(":")
-      .filter((d) => d !== "")
-      .map((d) => join(d, name))
-      .find((p) => opts.isExecutable(p));
-  if (!argv0.includes("/")) return search(argv0, opts.containerPath);
-  if (!isAbsolute(argv0)) return argv0;
-  if (opts.mountTargets.some((t) => argv0 === t || argv0.startsWith(t.endsWith("/") ? t : `${t}/`))) {
-    return argv0;
-  }
-  if (opts.isExecutable(argv0)) return argv0;
-  return search(basename(argv0), opts.agentPath);
+): { path: string } | { error: string } {
+  const hidden: string[] = [];
+  const search = (name: string, pathVar: string) => {
+    for (const dir of pathVar.split(":").filter((d) => d !== "")) {
+      const candidate = join(dir, name);
+      if (!opts.isExecutable(candidate)) continue;
+      const mount = mountHiding(candidate, opts.mountTargets);
+      if (mount === undefined) return candidate;
+      hidden.push(`${candidate} is hidden by the container's mount at ${mount}`);
+    }
+    return undefined;
+  };
+  const found = (() => {
+    if (!argv0.includes("/")) return search(argv0, opts.containerPath);
+    if (!isAbsolute(argv0) || mountHiding(argv0, opts.mountTargets) !== undefined) return argv0;
+    if (opts.isExecutable(argv0)) return argv0;
+    return search(basename(argv0), opts.agentPath);
+  })();
+  if (found !== undefined) return { path: found };
+  const where = argv0.includes("/") ? `"${basename(argv0)}" on the agent's PATH` : "the container's PATH";
+  const why = hidden.length > 0 ? `: ${hidden.join("; ")} (move it out of there)` : "";
+  return { error: `exec: "${argv0}": executable file not found in ${where}${why}` };
 }

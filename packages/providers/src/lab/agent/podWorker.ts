@@ -7,7 +7,7 @@
 // results, timers) make one more. The status is written when it differs from the API's.
 import type { CoreV1Api, V1Container, V1Pod, V1Probe } from "@kubernetes/client-node";
 import { accessSync, constants as fsConstants, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { join, posix } from "node:path";
+import { join } from "node:path";
 import type { Logger } from "pino";
 import type { RestartBackOff } from "./backoff.ts";
 import { ContainerProcess, type ExitInfo, type SpawnTools } from "./containerProcess.ts";
@@ -497,9 +497,9 @@ export class PodWorker {
     const rec = (this.record.containers[c.name] ??= { restartCount: 0 });
     const runNumber = rec.terminated ? rec.restartCount + 1 : rec.restartCount;
     const containerID = `lab://${this.uid}/${c.name}/${runNumber}`;
-    const command =
+    const resolved =
       argv[0] === undefined
-        ? undefined
+        ? { error: "no command: the lab agent runs no images, so the container must set command" }
         : resolveCommand(argv[0], {
             containerPath: env.PATH ?? ctx.agentPath,
             agentPath: ctx.agentPath,
@@ -507,12 +507,9 @@ export class PodWorker {
             isExecutable,
           });
     const now = new Date().toISOString();
-    if (command === undefined) {
+    if ("error" in resolved) {
       // What a runtime reports when the exec fails: the run ends at once with StartError.
-      const message =
-        argv[0] === undefined
-          ? "no command: the lab agent runs no images, so the container must set command"
-          : `exec: "${argv[0]}": executable file not found in $PATH (nor "${posix.basename(argv[0])}" on the agent's PATH)`;
+      const message = resolved.error;
       this.#event(pod, "Warning", "Failed", `Error: ${message}`, c.name);
       this.#beginRun(rec);
       this.#recordExit(
@@ -524,6 +521,7 @@ export class PodWorker {
       this.trigger();
       return;
     }
+    const command = resolved.path;
     writeFileSync(
       files.script,
       launchScript({
@@ -691,7 +689,7 @@ export class PodWorker {
       ports: c.ports ?? [],
       tools,
       exec: (argv, timeoutMs) => {
-        const command =
+        const resolved =
           argv[0] &&
           resolveCommand(argv[0], {
             containerPath: env.PATH ?? this.#ctx.agentPath,
@@ -699,7 +697,8 @@ export class PodWorker {
             mountTargets: (c.volumeMounts ?? []).map((m) => m.mountPath),
             isExecutable,
           });
-        return proc.exec(tools, [command || argv[0] || "true", ...argv.slice(1)], timeoutMs);
+        const command = resolved && "path" in resolved ? resolved.path : argv[0];
+        return proc.exec(tools, [command || "true", ...argv.slice(1)], timeoutMs);
       },
     };
   }
