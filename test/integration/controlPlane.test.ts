@@ -1,7 +1,7 @@
 // The control-plane harness itself: the shared instance works end to end, and every way of failing
 // gives one clear error and leaves no process or folder behind.
 import { spawn, execFile } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { createServer, type Server } from "node:net";
 import { join } from "node:path";
@@ -13,6 +13,7 @@ import {
   startControlPlane,
   stopControlPlane,
 } from "../../packages/providers/src/lab/controlPlane/controlPlane.ts";
+import { issueClientCert, makePki } from "../../packages/providers/src/lab/controlPlane/certificates.ts";
 import { commandLine, waitUntil } from "../../packages/providers/src/lab/processes.ts";
 import { testKubeconfig } from "../harness/testEnv.ts";
 
@@ -66,6 +67,39 @@ describe("the run's shared control plane", () => {
       "namespaces",
     ]);
     expect(stdout.trim()).toBe("yes");
+  });
+});
+
+describe("the control plane's PKI", () => {
+  it("signs client certificates issued at the same time (nodes join in parallel), each valid and distinct", async () => {
+    const dir = scratchDir();
+    mkdirSync(dir);
+    const pki = await makePki(dir, ["127.0.0.1"], []);
+    const names = Array.from({ length: 24 }, (_, i) => `node${i + 1}`);
+    const certs = await Promise.all(
+      names.map((n) =>
+        issueClientCert(dir, { name: `node-${n}`, user: `system:node:${n}`, groups: ["system:nodes"] }),
+      ),
+    );
+    const serials = new Set<string>();
+    for (const [i, { cert }] of certs.entries()) {
+      expect((await run("openssl", ["verify", "-CAfile", pki.caCert, cert])).stdout.trim()).toBe(
+        `${cert}: OK`,
+      );
+      const { stdout } = await run("openssl", [
+        "x509",
+        "-in",
+        cert,
+        "-noout",
+        "-serial",
+        "-subject",
+        "-nameopt",
+        "RFC2253",
+      ]);
+      expect(stdout).toContain(`subject=O=system:nodes,CN=system:node:${names[i]}`);
+      serials.add(/serial=(\w+)/.exec(stdout)![1]!);
+    }
+    expect(serials.size).toBe(names.length);
   });
 });
 

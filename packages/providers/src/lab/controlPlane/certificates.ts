@@ -1,6 +1,7 @@
 // A throwaway PKI for the local control plane, made with the openssl CLI: one CA, the apiserver's
 // serving certificate, client certificates per component, and the service-account signing key.
 import { execFile } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -55,8 +56,14 @@ async function signed(
   const keyPath = await key(dir, name);
   await writeFile(join(dir, `${name}.ext`), extensions);
   await openssl(["req", "-new", "-key", `${name}.key`, "-subj", subject, "-out", `${name}.csr`], dir);
+  // A random serial (RFC 5280: positive, at most 20 octets) instead of openssl's ca.srl file, which
+  // certificates signed at the same time (the lab's nodes join in parallel) would race on.
+  const serial = randomBytes(16);
+  serial[0]! &= 0x7f;
   await openssl(
-    ["x509", "-req", "-in", `${name}.csr`, "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial"].concat([
+    ["x509", "-req", "-in", `${name}.csr`, "-CA", "ca.crt", "-CAkey", "ca.key"].concat([
+      "-set_serial",
+      `0x${serial.toString("hex")}`,
       "-days",
       "30",
       "-sha256",
