@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's test command (`npm test`): sets up every tool on a fresh machine (cold ~25 min, then
+# The README's test command (`npm test`): sets up every tool on a fresh machine (cold ~30 min, then
 # seconds), builds, type-checks, lints, and runs every test. Extra arguments go to Jest.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
