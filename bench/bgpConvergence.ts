@@ -179,6 +179,11 @@ class Bench {
   }
 }
 
+/**
+ * Connections an LB leaving or joining resets. Each event gets a fresh set of connections (new
+ * source ports, so new ECMP hashes): one long run would measure survivors, since a reset connection
+ * reopens on a random hash and, after a few events, only connections ECMP never moves are left.
+ */
 async function resetRun(
   b: Bench,
   resets: number,
@@ -189,33 +194,34 @@ async function resetRun(
 }> {
   const CONNECTIONS = 60;
   const lb = b.pods.get(3)!;
-  const seconds = 10 + resets * 14;
-  const client = runLoad(b.ecmp.client.netns, {
-    urls: [`http://${VIP}/`],
-    connections: CONNECTIONS,
-    seconds,
-    intervalMs: 50,
-  });
-  const events: { kind: "leave" | "join"; at: number }[] = [];
-  await sleep(5_000);
+  const events: { kind: "leave" | "join"; at: number; resets: number }[] = [];
+  let requests = 0;
+  /** Opens the connections, lets them settle, runs the event, and counts the connections it reset. */
+  const underLoad = async (kind: "leave" | "join", event: () => Promise<unknown>) => {
+    const done = new AbortController();
+    const client = runLoad(b.ecmp.client.netns, {
+      urls: [`http://${VIP}/`],
+      connections: CONNECTIONS,
+      seconds: 60, // an upper bound: stopped once the event is over
+      intervalMs: 50,
+      stop: done.signal,
+    });
+    await sleep(2_000);
+    const at = Date.now();
+    await event();
+    await sleep(3_000);
+    done.abort();
+    const result = await client;
+    requests += result.requests;
+    const reset = new Set(result.failures.filter((f) => f.t >= at).map((f) => f.connection));
+    events.push({ kind, at, resets: reset.size });
+  };
   for (let i = 0; i < resets; i++) {
     progress(`  resets: leave and join ${i + 1}/${resets}`);
-    events.push({ kind: "leave", at: Date.now() });
-    await b.timed(3, false, () => lb.stopGracefully());
-    await sleep(3_000);
-    events.push({ kind: "join", at: Date.now() });
-    await b.timed(3, true, () => lb.start(b.healthPort), RESTORE_TIMEOUT_MS);
-    await sleep(3_000);
+    await underLoad("leave", () => b.timed(3, false, () => lb.stopGracefully()));
+    await underLoad("join", () => b.timed(3, true, () => lb.start(b.healthPort), RESTORE_TIMEOUT_MS));
   }
-  const result = await client;
-  return {
-    requests: result.requests,
-    connections: CONNECTIONS,
-    events: events.map((e, i) => ({
-      ...e,
-      resets: result.failures.filter((f) => f.t >= e.at && f.t < (events[i + 1]?.at ?? Infinity)).length,
-    })),
-  };
+  return { requests, connections: CONNECTIONS, events };
 }
 
 function report(

@@ -2,8 +2,9 @@
 // `node keepAliveClient.ts --url U --connections 60 --interval-ms 50 --seconds S`. Each of the
 // connections is its own agent with one socket that sends a request every interval (0: back to
 // back, for throughput); a request that fails ends that connection (the agent opens a new one).
-// Prints one JSON line at the end: its start (epoch ms), requests, requests answered in each second,
-// connections opened, and every failure with its time (epoch ms) and error code.
+// Prints one JSON line at the end (after --seconds, or at once on SIGTERM): its start (epoch ms),
+// requests, requests answered in each second, connections opened, and every failure with its time
+// (epoch ms), error code and connection (0 to --connections - 1).
 import { Agent, request } from "node:http";
 import { parseArgs } from "node:util";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -21,11 +22,13 @@ if (!values.url?.length) throw new Error("--url is required");
 const urls = values.url.map((u) => new URL(u));
 const intervalMs = Number(values["interval-ms"]);
 const started = Date.now();
-const deadline = started + Number(values.seconds) * 1000;
+let deadline = started + Number(values.seconds) * 1000;
+// The caller is done early (its events are over): end every connection after its current request.
+process.once("SIGTERM", () => (deadline = Date.now()));
 let requests = 0;
 const perSecond = Array.from({ length: Math.ceil(Number(values.seconds)) }, () => 0);
 let opened = 0;
-const failures: { t: number; code: string }[] = [];
+const failures: { t: number; code: string; connection: number }[] = [];
 const sockets = new WeakSet<object>();
 
 function get(agent: Agent, url: URL): Promise<void> {
@@ -49,7 +52,7 @@ function get(agent: Agent, url: URL): Promise<void> {
   });
 }
 
-async function connection(url: URL): Promise<void> {
+async function connection(index: number, url: URL): Promise<void> {
   let agent = new Agent({ keepAlive: true, maxSockets: 1 });
   while (Date.now() < deadline) {
     const sent = Date.now();
@@ -59,7 +62,11 @@ async function connection(url: URL): Promise<void> {
       const second = Math.floor((Date.now() - started) / 1000);
       if (second < perSecond.length) perSecond[second]!++;
     } catch (err) {
-      failures.push({ t: Date.now(), code: (err as { code?: string }).code ?? String(err) });
+      failures.push({
+        t: Date.now(),
+        code: (err as { code?: string }).code ?? String(err),
+        connection: index,
+      });
       agent.destroy();
       agent = new Agent({ keepAlive: true, maxSockets: 1 });
       // Back to back, a refused connection would otherwise be retried in a tight loop.
@@ -71,5 +78,8 @@ async function connection(url: URL): Promise<void> {
 }
 
 void Promise.all(
-  Array.from({ length: Number(values.connections) }, (_, i) => connection(urls[i % urls.length]!)),
-).then(() => console.log(JSON.stringify({ started, requests, perSecond, opened, failures })));
+  Array.from({ length: Number(values.connections) }, (_, i) => connection(i, urls[i % urls.length]!)),
+).then(() => {
+  const ran = perSecond.slice(0, Math.ceil((Date.now() - started) / 1000));
+  console.log(JSON.stringify({ started, requests, perSecond: ran, opened, failures }));
+});

@@ -10,6 +10,8 @@ export interface LoadOptions {
   seconds: number;
   /** Between one connection's requests; 0 sends them back to back (throughput). */
   intervalMs: number;
+  /** Ends the run before `seconds` (what was measured so far is still returned). */
+  stop?: AbortSignal;
 }
 
 export interface LoadResult {
@@ -19,7 +21,8 @@ export interface LoadResult {
   /** Requests answered in each second of the run. */
   perSecond: number[];
   opened: number;
-  failures: { t: number; code: string }[];
+  /** Each with its connection's index: a connection that fails is reopened under the same index. */
+  failures: { t: number; code: string; connection: number }[];
 }
 
 export async function runLoad(netns: string, o: LoadOptions): Promise<LoadResult> {
@@ -32,7 +35,7 @@ export async function runLoad(netns: string, o: LoadOptions): Promise<LoadResult
       ...["--connections", String(o.connections), "--interval-ms", String(o.intervalMs)],
       ...["--seconds", String(o.seconds)],
     ],
-    { timeoutMs: (o.seconds + 60) * 1000 },
+    { timeoutMs: (o.seconds + 60) * 1000, signal: o.stop },
   );
   const last = out.stdout.trim().split("\n").pop() ?? "";
   if (out.code !== 0 || !last.startsWith("{"))

@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { httpHistogram, startHttpEcho } from "../harness/netns/httpClient.ts";
 import {
+  execCommand,
   type LabNamespace,
   NetnsLab,
   reapStaleLabs,
@@ -123,6 +124,21 @@ describe("a lab with a client, a router and two backends on a bridge", () => {
         `^${client.netns}: broken \\(sh\\) exited during start-up; last lines of .*client-broken\\.log:\\ncannot bind$`,
       ),
     );
+  });
+});
+
+describe("execCommand", () => {
+  it("on abort, sends SIGTERM to the command's process group, and a command that stops cleanly still answers", async () => {
+    const stop = new AbortController();
+    const began = Date.now();
+    const run = execCommand("sh", ["-c", 'trap "echo stopped; exit 0" TERM; echo started; sleep 30 & wait'], {
+      timeoutMs: 20_000,
+      signal: stop.signal,
+    });
+    setTimeout(() => stop.abort(), 300);
+    const result = await run;
+    expect(result).toMatchObject({ code: 0, timedOut: false, stdout: "started\nstopped\n" });
+    expect(Date.now() - began).toBeLessThan(10_000);
   });
 });
 

@@ -99,6 +99,8 @@ export interface ExecOptions {
   input?: string;
   /** Added to the environment. */
   env?: NodeJS.ProcessEnv;
+  /** Sends SIGTERM to the command's process group when aborted: a command that stops cleanly on it still answers. */
+  signal?: AbortSignal;
 }
 
 export interface ExecResult {
@@ -123,20 +125,27 @@ export function execCommand(
     let stderr = "";
     let timedOut = false;
     let settled = false;
+    const killGroup = (signal: NodeJS.Signals) => {
+      try {
+        process.kill(-child.pid!, signal);
+      } catch {
+        // already gone
+      }
+    };
+    const onAbort = () => killGroup("SIGTERM");
     const settle = (code: number) => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
+      opts.signal?.removeEventListener("abort", onAbort);
       resolve({ stdout, stderr, code: timedOut ? 124 : code, timedOut });
     };
     const timer = setTimeout(() => {
       timedOut = true;
-      try {
-        process.kill(-child.pid!, "SIGKILL");
-      } catch {
-        // already gone
-      }
+      killGroup("SIGKILL");
     }, timeoutMs);
+    if (opts.signal?.aborted) onAbort();
+    else opts.signal?.addEventListener("abort", onAbort, { once: true });
     child.stdout.setEncoding("utf8").on("data", (d: string) => (stdout += d));
     child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr += d));
     child.on("error", (err) => {
