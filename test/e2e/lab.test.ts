@@ -28,19 +28,23 @@ async function namespacesLeft(): Promise<string[]> {
     .filter((n) => n.startsWith(`${NAME}-`));
 }
 
-/** The router's next hops for the VIP, once they equal `want` (bounded); what it had otherwise. */
-async function hopsBecome(plan: LabPlan, vip: string, want: string[]): Promise<string[]> {
+/** The router's next hops for the VIP once `done` accepts them (bounded); what it had otherwise. */
+async function hopsWhen(plan: LabPlan, vip: string, done: (hops: string[]) => boolean): Promise<string[]> {
   let hops: string[] = [];
   await waitUntil(
     async () => {
       hops = (await routerNextHops(plan, vip)).map((h) => h.gateway);
-      return JSON.stringify(hops) === JSON.stringify(want);
+      return done(hops);
     },
     120_000,
     500,
   );
   return hops;
 }
+
+/** The router's next hops for the VIP once they equal `want` (bounded); what it had otherwise. */
+const hopsBecome = (plan: LabPlan, vip: string, want: string[]) =>
+  hopsWhen(plan, vip, (hops) => JSON.stringify(hops) === JSON.stringify(want));
 
 // Bounds: a cold up starts a control plane, six nodes and ~20 pods on two CPUs.
 const UP_MS = 15 * 60_000;
@@ -124,15 +128,7 @@ describe("the lab: npm run lab's stack, end to end", () => {
         value: JSON.stringify({ ...lb, replicas: 1 }),
       });
       await stack.stack.up(within(STEP_MS));
-      let hops: string[] = [];
-      await waitUntil(
-        async () => {
-          hops = (await routerNextHops(plan, vip)).map((h) => h.gateway);
-          return hops.length === 1;
-        },
-        120_000,
-        500,
-      );
+      const hops = await hopsWhen(plan, vip, (h) => h.length === 1);
       expect(hops).toHaveLength(1);
       expect(lbNodeIps()).toContain(hops[0]);
       const spread = await curlSpread(plan, vip, 20);
