@@ -16,7 +16,7 @@ say() { printf 'bootstrap: %s\n' "$*" >&2; }
 die() { printf 'bootstrap: ERROR: %s\n' "$*" >&2; exit 1; }
 
 # The BIRD build's cache key: Debian's version and a hash of what turns it into ours.
-BIRD_TOOL_VERSION=$BIRD_DEBIAN_VERSION-$(cat "$REPO_ROOT/lb-image/bird/build.sh" "$REPO_ROOT/lb-image/bird/connect-delay-zero.patch" | sha256sum | cut -c1-12)
+BIRD_TOOL_VERSION=$BIRD_DEBIAN_VERSION-$(cat "$REPO_ROOT"/lb-image/bird/build.sh "$REPO_ROOT"/lb-image/bird/*.patch | sha256sum | cut -c1-12)
 
 # tool_dir NAME VERSION -> the cache folder holding that build
 tool_dir() { printf '%s/%s-%s' "$PLB_TOOLS" "$1" "$2"; }

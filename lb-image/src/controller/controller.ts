@@ -1,7 +1,7 @@
 // Wires the controller together: config, API clients, allocator election, watches, reconciler,
 // engine, HTTP endpoints. Used by main.ts in the pod and by tests in-process.
 import { CoordinationV1Api, CoreV1Api, type KubeConfig } from "@kubernetes/client-node";
-import type { LbConfig } from "@portable-lb/core/config";
+import { LB_STOP_TIMEOUTS, type LbConfig } from "@portable-lb/core/config";
 import { readFileSync } from "node:fs";
 import type { Server } from "node:http";
 import { join } from "node:path";
@@ -15,14 +15,13 @@ import { LocalVips } from "../dataplane/localVips.ts";
 import { HealthChecker } from "../health/healthChecker.ts";
 import { probe, type Probe } from "../health/probe.ts";
 import { ClusterWatch } from "./clusterWatch.ts";
+import { waitForQuiet } from "./connectionDrain.ts";
 import { EventSink } from "./eventSink.ts";
 import { startHttpServer } from "./httpServer.ts";
 import { LeaderElector, allocatorLease, type LeaseTiming } from "./leaderElection.ts";
 import { ControllerMetrics } from "./metrics.ts";
 import { Reconciler } from "./reconciler.ts";
 import { statusWriter } from "./statusWriter.ts";
-
-const DRAIN_WITHDRAW_TIMEOUT_MS = 15_000;
 
 function bgpSpeaker(o: ControllerOptions): SpeakerControl | undefined {
   const bgp = o.config.bgp;
@@ -171,12 +170,27 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
     o.httpPort ?? o.config.ports.health,
     {
       ready: () => reconciler.applied,
-      // Within the pod's grace period, leaving time to drain established connections afterwards.
-      drain: () => speaker?.drain(DRAIN_WITHDRAW_TIMEOUT_MS) ?? Promise.resolve(),
+      drain: () => withdraw(),
     },
     metrics.registry,
     o.httpHost,
   );
+  // preStop's step, and the stop's first one when a SIGTERM comes without it (idempotent).
+  const withdraw = () => speaker?.drain(LB_STOP_TIMEOUTS.withdrawS * 1000) ?? Promise.resolve();
+  /** Serves on after the withdrawal until the router has moved new flows away (connectionDrain.ts). */
+  const drainConnections = async () => {
+    if (!speaker) return; // only BGP mode has a withdrawal to drain after
+    await withdraw().catch((err: unknown) => o.log.error({ err }, "withdrawal failed; draining anyway"));
+    const { drain } = o.config;
+    o.log.info(drain, "draining: serving until no new connection arrives");
+    const result = await waitForQuiet({
+      quietMs: drain.quietS * 1000,
+      timeoutMs: drain.timeoutS * 1000,
+      connections: async () => (await engine.counters()).reduce((n, c) => n + c.connections, 0),
+      onError: (err) => o.log.warn({ err }, "cannot read the connection counters; draining on"),
+    });
+    o.log.info(result, result.quiet ? "drained" : "drain timed out; connections still arrived");
+  };
   elector.start();
   sessions?.start();
   await watch.start();
@@ -186,6 +200,8 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
     server,
     elector,
     async stop() {
+      // The reconciler keeps applying backend changes while the pod drains.
+      await drainConnections();
       reconciler.stop();
       health.stop();
       sessions?.stop();

@@ -2,7 +2,7 @@
 // container's preStop (see withdraw.ts). Exit 0 once withdrawn, 1 when the controller did not, 2 on
 // a bad config or flag.
 import { parseArgs } from "node:util";
-import { LB_COMMANDS, LB_PATHS } from "@portable-lb/core/config";
+import { LB_COMMANDS, LB_PATHS, LB_STOP_TIMEOUTS } from "@portable-lb/core/config";
 import { pino } from "pino";
 import { prestopUrl, withdraw } from "./withdraw.ts";
 
@@ -12,8 +12,8 @@ async function main(): Promise<number> {
   const { values } = parseArgs({
     options: {
       config: { type: "string", default: LB_PATHS.configFile },
-      // Inside the pod's termination grace period (30 s), leaving the rest for draining.
-      "timeout-seconds": { type: "string", default: "20" },
+      // The pod's grace period counts this in, before the drain.
+      "timeout-seconds": { type: "string", default: String(LB_STOP_TIMEOUTS.preStopS) },
     },
   });
   const timeoutS = Number(values["timeout-seconds"]);

@@ -4,6 +4,7 @@
 // cases of the BGP tests act on it as the kubelet or a fault would: preStop then SIGTERM, SIGKILL
 // of a container, SIGSTOP of the BIRD daemon.
 import { LB_COMMANDS, LB_HTTP_PATHS, lbConfigSchema, type LbConfigInput } from "@portable-lb/core/config";
+import { lbTerminationGraceS } from "../../../packages/core/src/loadBalancer/podSpec.ts";
 import { execFileSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -64,6 +65,7 @@ export class LbPod {
 
   /** Starts both containers (again); resolves once the controller listens on its health port. */
   async start(healthPort: number): Promise<void> {
+    await this.#network(true);
     const env = {
       PATH,
       KUBECONFIG: this.#bridge.kubeconfigFile,
@@ -105,7 +107,8 @@ export class LbPod {
 
   /**
    * The kubelet's graceful stop: both containers' preStop hooks at once (the controller's httpGet
-   * /prestop, the speaker's `portable-lb-withdraw`), then SIGTERM to both.
+   * /prestop, the speaker's `portable-lb-withdraw`), then SIGTERM to both; once both have exited,
+   * the pod's network goes (its sandbox is torn down), so whatever still reaches it is lost.
    */
   async stopGracefully(): Promise<void> {
     const [pre] = await Promise.all([
@@ -116,7 +119,30 @@ export class LbPod {
       this.get(lbConfigSchema.parse(this.o.config).ports.health, LB_HTTP_PATHS.prestop),
     ]);
     if (pre.code !== 0) throw new NetnsError(`${this.o.name}: preStop failed: ${pre.stderr}${pre.stdout}`);
-    await Promise.all([this.speaker?.signal("SIGTERM", 20_000), this.controller?.signal("SIGTERM", 20_000)]);
+    const graceMs = lbTerminationGraceS(lbConfigSchema.parse(this.o.config)) * 1000;
+    const containers = [this.speaker, this.controller].filter((c) => c !== undefined);
+    const exits = await Promise.all(containers.map((c) => c.signal("SIGTERM", graceMs)));
+    if (exits.includes(undefined))
+      throw new NetnsError(`${this.o.name}: still running after its grace period`);
+    await this.#network(false);
+  }
+
+  /**
+   * The pod's network as its sandbox has it: present, or gone (every packet dropped, as when the
+   * kubelet deletes the network namespace; the namespace itself stays, for the next start).
+   */
+  async #network(present: boolean): Promise<void> {
+    const table = "table inet lab_sandbox_gone";
+    const gone = [
+      `${table} {`,
+      "  chain in { type filter hook prerouting priority -400; policy drop; }",
+      "  chain out { type filter hook output priority -400; policy drop; }",
+      "}",
+    ];
+    // Declaring the table first makes its deletion idempotent.
+    const script = present ? [table, `delete ${table}`] : gone;
+    const r = await this.o.ns.exec("nft", ["-f", "-"], { input: `${script.join("\n")}\n` });
+    if (r.code !== 0) throw new NetnsError(`${this.o.name}: nft: ${r.stderr}`);
   }
 
   /** GET http://127.0.0.1:<port><path> from inside the pod, where its ports are. */

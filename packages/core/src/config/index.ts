@@ -34,4 +34,5 @@ export {
   LB_COMMANDS,
   LB_HTTP_PATHS,
   LB_PATHS,
+  LB_STOP_TIMEOUTS,
 } from "./lbImage.ts";

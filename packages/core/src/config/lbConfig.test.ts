@@ -25,7 +25,15 @@ describe("lbConfigSchema", () => {
         timers: { holdTimeS: 9, keepaliveS: 3 },
         gracefulRestartS: 120,
       },
+      drain: { quietS: 3, timeoutS: 30 },
       ports: { metrics: 9150, health: 9151, nodeAgent: 9152 },
+    });
+  });
+
+  it("takes a short quiet period where the counters are exact (nftables)", () => {
+    expect(parse({ ...good, dataPlane: { mode: "nftables" }, drain: { quietS: 1 } }).drain).toEqual({
+      quietS: 1,
+      timeoutS: 30,
     });
   });
 
@@ -124,6 +132,16 @@ describe("lbConfigSchema", () => {
         bgp: { asn: 64512, routeReflectors: ["10.0.0.5"], timers: { holdTimeS: 9, keepaliveS: 5 } },
       },
       "lb.bgp.timers.keepaliveS: keepaliveS must be at most a third of holdTimeS (RFC 4271 recommends hold = 3 × keepalive) (got 5)",
+    ],
+    [
+      "a quiet period the drain timeout cuts off",
+      { ...good, drain: { quietS: 20, timeoutS: 10 } },
+      "lb.drain.quietS: must be below drain.timeoutS (10), or the quiet period could never end the drain; lower it or raise drain.timeoutS (got 20)",
+    ],
+    [
+      "a quiet period shorter than IPVS's counter refresh",
+      { ...good, dataPlane: { mode: "ipvs" }, drain: { quietS: 1 } },
+      "lb.drain.quietS: must be at least 2.5 with dataPlane.mode ipvs (IPVS updates its connection counters every 2 s); raise it, or use dataPlane.mode nftables (got 1)",
     ],
     [
       "same ports",

@@ -11,6 +11,9 @@ export const ROUTING_MODES = ["bgp", "cloud-routes"] as const;
 export const SCHEDULERS = ["mh", "rr", "wrr", "lc"] as const;
 export const DATA_PLANES = ["auto", "ipvs", "nftables"] as const;
 
+/** How often the kernel refreshes the IPVS counters the drain watches. */
+export const IPVS_COUNTER_LAG_S = 2;
+
 const port = z.number().int().min(1).max(65535);
 
 export const lbBgpSchema = z.object({
@@ -55,6 +58,15 @@ export const lbConfigSchema = z
       })
       .prefault({}),
     bgp: lbBgpSchema.optional(),
+    // After a stop's withdrawal the pod keeps serving what the router still sends it, until no new
+    // connection has come for `quietS` (the router has moved on), at most `timeoutS`; its grace
+    // period is set from these (lb-image/src/controller/connectionDrain.ts).
+    drain: z
+      .object({
+        quietS: z.number().min(0.5).max(60).default(3),
+        timeoutS: z.number().int().min(1).max(3600).default(30),
+      })
+      .prefault({}),
     cloudRoutes: lbCloudRoutesSchema.optional(),
     ports: z
       .object({
@@ -87,6 +99,20 @@ export const lbConfigSchema = z
           message: `overlaps podCidr ${c.podCidr}; VIPs must lie outside the pod network`,
         });
     });
+    if (c.drain.quietS >= c.drain.timeoutS)
+      ctx.addIssue({
+        code: "custom",
+        path: ["drain", "quietS"],
+        message: `must be below drain.timeoutS (${c.drain.timeoutS}), or the quiet period could never end the drain; lower it or raise drain.timeoutS`,
+      });
+    // IPVS folds its connection counters every 2 s: a shorter quiet period would end the drain
+    // while connections still arrive.
+    if (c.dataPlane.mode !== "nftables" && c.drain.quietS < IPVS_COUNTER_LAG_S + 0.5)
+      ctx.addIssue({
+        code: "custom",
+        path: ["drain", "quietS"],
+        message: `must be at least ${IPVS_COUNTER_LAG_S + 0.5} with dataPlane.mode ${c.dataPlane.mode} (IPVS updates its connection counters every ${IPVS_COUNTER_LAG_S} s); raise it, or use dataPlane.mode nftables`,
+      });
     if (c.ports.metrics === c.ports.health)
       ctx.addIssue({ code: "custom", path: ["ports", "health"], message: "must differ from ports.metrics" });
   });

@@ -13,6 +13,12 @@ export const LB_COMMANDS = {
   nodeAgent: "portable-lb-node-agent",
 } as const;
 
+/**
+ * The stop sequence's bounds: the preStop hook (`portable-lb-withdraw`) waits this long at most for
+ * the controller's withdrawal; the controller's own wait for it is shorter, so the hook hears why.
+ */
+export const LB_STOP_TIMEOUTS = { preStopS: 20, withdrawS: 15 } as const;
+
 /** The label every LB pod carries: the Deployment's selector, and how the node agent finds its pod. */
 export const LB_APP_LABEL = "portable-lb-controller";
 

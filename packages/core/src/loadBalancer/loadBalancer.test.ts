@@ -113,6 +113,12 @@ describe("LoadBalancer", () => {
     expect(ds.spec.template.metadata.annotations).toEqual(dep.spec.template.metadata.annotations);
   });
 
+  it("gives the pod time for a longer drain when drain.timeoutS asks for one", async () => {
+    new LoadBalancer("lb", { config: { ...bgpConfig, drain: { timeoutS: 300 } }, replicas: 2 });
+    await settled();
+    expect(one("kubernetes:apps/v1:Deployment").spec.template.spec.terminationGracePeriodSeconds).toBe(325);
+  });
+
   it("runs controller + BGP speaker in bgp mode, with only NET_ADMIN / NET_BIND_SERVICE and no privileged", async () => {
     new LoadBalancer("lb", { config: bgpConfig, replicas: 3 });
     await settled();
@@ -133,6 +139,8 @@ describe("LoadBalancer", () => {
     expect(speaker.securityContext.privileged).toBe(false);
     expect(controller.lifecycle.preStop.httpGet.path).toBe("/prestop");
     expect(speaker.lifecycle.preStop.exec.command).toEqual(["portable-lb-withdraw"]);
+    // The kubelet waits for preStop (at most 20 s), the drain (drain.timeoutS, 30 s) and 5 s to exit.
+    expect(pod.terminationGracePeriodSeconds).toBe(55);
     expect(controller.readinessProbe.httpGet).toEqual({ path: "/readyz", port: "health" });
     expect(controller.ports).toEqual([
       { name: "metrics", containerPort: 9150, protocol: "TCP" },

@@ -4,7 +4,14 @@
 import type * as k8s from "@pulumi/kubernetes";
 import type { LbConfig } from "../config/lbConfig.ts";
 import { minimalSecurityContext } from "../containerSecurity.ts";
-import { CONTROLLER_MEMORY, LB_APP_LABEL, LB_COMMANDS, LB_HTTP_PATHS, LB_PATHS } from "../config/lbImage.ts";
+import {
+  CONTROLLER_MEMORY,
+  LB_APP_LABEL,
+  LB_COMMANDS,
+  LB_HTTP_PATHS,
+  LB_PATHS,
+  LB_STOP_TIMEOUTS,
+} from "../config/lbImage.ts";
 
 type PodSpec = k8s.types.input.core.v1.PodSpec;
 type Container = k8s.types.input.core.v1.Container;
@@ -15,8 +22,9 @@ export const DEFAULT_LB_NODE_SELECTOR = { "portable-lb.io/load-balancer": "true"
 export const LB_NODE_TOLERATIONS = [
   { key: Object.keys(DEFAULT_LB_NODE_SELECTOR)[0]!, operator: "Exists", effect: "NoSchedule" },
 ];
-/** Time for preStop (withdraw, let the router converge) and draining established connections. */
-export const LB_TERMINATION_GRACE_S = 30;
+/** The pod's grace period: preStop (the withdrawal), then the drain, then a margin to exit. */
+export const lbTerminationGraceS = (config: LbConfig) =>
+  LB_STOP_TIMEOUTS.preStopS + config.drain.timeoutS + 5;
 
 export interface LbPodSpecInput {
   config: LbConfig;
@@ -61,7 +69,7 @@ function controller(input: LbPodSpecInput, bgp: boolean): Container {
       periodSeconds: 2,
       failureThreshold: 2,
     },
-    // Stop announcing and stop taking new flows first; SIGTERM (then draining) only comes after.
+    // Withdraw first; SIGTERM comes after, and the controller then drains before it exits.
     lifecycle: { preStop: { httpGet: { path: LB_HTTP_PATHS.prestop, port: "health" } } },
     resources: {
       requests: { cpu: "100m", memory: `${CONTROLLER_MEMORY.requestMi}Mi` },
@@ -115,7 +123,7 @@ export function lbPodSpec(input: LbPodSpecInput): PodSpec {
       },
     },
     tolerations: LB_NODE_TOLERATIONS,
-    terminationGracePeriodSeconds: LB_TERMINATION_GRACE_S,
+    terminationGracePeriodSeconds: lbTerminationGraceS(input.config),
     securityContext: {
       // The pod forwards VIP traffic to backends in its own network namespace.
       sysctls: [{ name: "net.ipv4.ip_forward", value: "1" }],
