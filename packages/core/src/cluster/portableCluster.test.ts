@@ -102,6 +102,23 @@ describe("PortableCluster", () => {
     },
   );
 
+  it("passes the drain settings to the LB pods and sizes their grace period from them", async () => {
+    const args = bgpArgs("onprem");
+    args.loadBalancer.drain = { timeoutS: 120 };
+    new PortableCluster("plb", args);
+    await settled();
+    const config = JSON.parse(
+      ofType("kubernetes:core/v1:ConfigMap").find(
+        (c) => c.inputs.metadata.name === "portable-lb-controller-config",
+      )!.inputs.data["config.json"],
+    );
+    expect(config.drain).toEqual({ quietS: 3, timeoutS: 120 });
+    const lb = ofType("kubernetes:apps/v1:Deployment").find(
+      (d) => d.inputs.metadata.name === "portable-lb-controller",
+    )!;
+    expect(lb.inputs.spec.template.spec.terminationGracePeriodSeconds).toBe(145);
+  });
+
   it("creates its Kubernetes provider from the kubeconfig and every child under the component, through that provider", async () => {
     const cluster = new PortableCluster("plb", bgpArgs("onprem"));
     await settled();

@@ -45,6 +45,8 @@ export interface PortableClusterArgs {
     /** BGP mode: where the route reflectors run (node and its router-reachable address). */
     routeReflectors?: { node: string; address: string }[];
     cloudRoutes?: z.input<typeof lbCloudRoutesSchema>;
+    /** How a stopping LB pod serves on after its withdrawal; the pod's grace period follows it. */
+    drain?: LbConfigInput["drain"];
   };
   /** See LoadBalancerArgs.skipAwait. */
   skipAwait?: boolean;
@@ -118,6 +120,7 @@ export class PortableCluster extends pulumi.ComponentResource {
       podCidr: network.podCidr,
       vipPools: network.vipPools,
       ...(lbArgs.dataPlane && { dataPlane: lbArgs.dataPlane }),
+      ...(lbArgs.drain && { drain: lbArgs.drain }),
       ...(bgpArgs && {
         bgp: {
           asn: bgpArgs.asn,
