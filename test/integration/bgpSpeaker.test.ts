@@ -4,7 +4,7 @@
 // hop, follow the announced set, and drain withdraws them before it returns.
 import { renderRouteReflectorBird } from "@portable-lb/core/bgp";
 import { LB_COMMANDS } from "@portable-lb/core/config";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { SessionMonitor } from "../../lb-image/src/bgp/sessionMonitor.ts";
@@ -89,6 +89,8 @@ beforeAll(async () => {
     },
     runDir: dir,
     // birdc runs in the host namespace: its socket is a path, which namespaces do not separate.
+    // Each call's arguments go to birdc.calls, then the real birdc runs.
+    birdc: ["sh", "-c", 'printf "%s\\n" "$*" >>"$0.calls"; exec birdc "$@"', join(dir, "birdc")],
   });
 });
 
@@ -122,6 +124,17 @@ describe("LB speaker driven by the controller, against a real route reflector", 
     await speaker.drain(10_000);
     await settle(async () => (await reflectorRoutes()).length === 0, 5_000);
     expect(await speaker.announce(["10.1.1.10"])).toBe(false);
+    expect(await reflectorRoutes()).toEqual([]);
+  });
+
+  it("a second drain (the controller's SIGTERM after preStop) shares the first one's work", async () => {
+    const disables = () =>
+      readFileSync(join(dir, "birdc.calls"), "utf8")
+        .split("\n")
+        .filter((l) => l.endsWith("disable vips")).length;
+    expect(disables()).toBe(1);
+    await speaker.drain(10_000);
+    expect(disables()).toBe(1);
     expect(await reflectorRoutes()).toEqual([]);
   });
 

@@ -36,6 +36,7 @@ export class SpeakerControl {
   // Writes run one at a time, in call order; once draining, every write announces nothing.
   private chain: Promise<unknown> = Promise.resolve();
   private draining = false;
+  private withdrawal: Promise<void> | undefined;
 
   constructor(o: SpeakerControlOptions) {
     this.o = o;
@@ -61,8 +62,20 @@ export class SpeakerControl {
     return next;
   }
 
-  /** preStop: withdraw every VIP for good and wait (bounded) until the withdrawals are out. */
-  async drain(timeoutMs: number): Promise<void> {
+  /**
+   * preStop: withdraw every VIP for good and wait (bounded) until the withdrawals are out. The
+   * controller's SIGTERM calls it again after preStop did: a later call shares the first one's
+   * work, and only a failed withdrawal is tried again.
+   */
+  drain(timeoutMs: number): Promise<void> {
+    this.withdrawal ??= this.withdraw(timeoutMs).catch((err: unknown) => {
+      this.withdrawal = undefined;
+      throw err;
+    });
+    return this.withdrawal;
+  }
+
+  private async withdraw(timeoutMs: number): Promise<void> {
     this.draining = true;
     // Fast path first: disabling the VIPs' protocol withdraws them at once, without waiting for a
     // write in flight or for a render, parse and reconfigure. The empty config then makes it last
