@@ -11,6 +11,7 @@ import { EcmpLab, nodeIp, podIp, POD_CIDR } from "../harness/netns/ecmpLab.ts";
 import { httpHistogram, startHttpEcho, type Histogram } from "../harness/netns/httpClient.ts";
 import { LbPod } from "../harness/netns/lbPod.ts";
 import { exportedPerSession } from "../../lb-image/src/bgp/speakerControl.ts";
+import { parseProtocols } from "../../lb-image/src/bgp/sessionMonitor.ts";
 import { createLbService } from "../harness/lbServices.ts";
 import { waitUntil } from "../../packages/providers/src/lab/processes.ts";
 import { settle } from "../harness/settle.ts";
@@ -121,15 +122,10 @@ async function pathsVia(rr: number, vip: string): Promise<string[]> {
   return [...new Set(hops)].sort();
 }
 
-/** Each BGP session of LB pod a<n> with the time of its last state change, e.g. "16:43:47.641 Established". */
+/** Each BGP session of LB pod a<n> with its last state change, e.g. "16:43:47.641 Established". */
 async function sessionStates(n: number): Promise<Record<string, string>> {
-  const lines = (await pod("a", n).birdc("show", "protocols")).split("\n");
-  return Object.fromEntries(
-    lines
-      .map((l) => /^(reflector_\d+)\s+BGP\s+\S+\s+\S+\s+(\S+)\s+(\S+)/.exec(l))
-      .filter((m) => m !== null)
-      .map((m) => [m[1], `${m[2]} ${m[3]}`]),
-  );
+  const sessions = parseProtocols(await pod("a", n).birdc("show", "protocols"));
+  return Object.fromEntries(sessions.map((s) => [s.name, `${s.since} ${s.info}`]));
 }
 
 const spread = (vip: string, by: "client" | "name", count = 90) =>

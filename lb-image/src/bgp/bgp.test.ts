@@ -53,7 +53,7 @@ describe("exportedPerSession", () => {
 });
 
 describe("parseProtocols", () => {
-  it("reads each BGP session's state and last error from birdc show protocols all", () => {
+  it("reads each BGP session's state, last change and last error from birdc show protocols all", () => {
     const text = [
       "BIRD 2.0.12 ready.",
       "Name       Proto      Table      State  Since         Info",
@@ -73,10 +73,11 @@ describe("parseProtocols", () => {
       "    Last error:       BGP Error: Bad peer AS",
     ].join("\n");
     expect(parseProtocols(text)).toEqual([
-      { name: "reflector_1", established: true, info: "Established" },
+      { name: "reflector_1", established: true, since: "18:08:12.100", info: "Established" },
       {
         name: "reflector_2",
         established: false,
+        since: "18:08:11.019",
         info: "Idle          BGP Error: Bad peer AS",
         lastError: "BGP Error: Bad peer AS",
       },

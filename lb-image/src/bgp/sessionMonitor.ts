@@ -9,6 +9,8 @@ import { run } from "../dataplane/exec.ts";
 export interface SessionState {
   name: string;
   established: boolean;
+  /** Its last state change as BIRD prints it, e.g. "18:08:12.100"; absent when BIRD did not answer. */
+  since?: string;
   /** BIRD's info column, e.g. "Established" or "Active  Socket: Connection refused". */
   info: string;
   /** The "Last error:" of `show protocols all`, which BIRD keeps until the session is up again. */
@@ -20,11 +22,13 @@ export function parseProtocols(text: string): SessionState[] {
   const sessions: SessionState[] = [];
   let current: SessionState | undefined;
   for (const line of text.split("\n")) {
-    const m = /^(\S+)\s+(\S+)\s+\S+\s+\S+\s+\S+\s*(.*)$/.exec(line);
+    const m = /^(\S+)\s+(\S+)\s+\S+\s+\S+\s+(\S+)\s*(.*)$/.exec(line);
     if (m && !line.startsWith(" ")) {
-      const info = m[3]!.trim();
+      const info = m[4]!.trim();
       current =
-        m[2] === "BGP" ? { name: m[1]!, established: info.startsWith("Established"), info } : undefined;
+        m[2] === "BGP"
+          ? { name: m[1]!, established: info.startsWith("Established"), since: m[3]!, info }
+          : undefined;
       if (current) sessions.push(current);
       continue;
     }

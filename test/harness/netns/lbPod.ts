@@ -3,7 +3,13 @@
 // folder (the pod's emptyDir), with the API server reached through an ApiBridge. The failure
 // cases of the BGP tests act on it as the kubelet or a fault would: preStop then SIGTERM, SIGKILL
 // of a container, SIGSTOP of the BIRD daemon.
-import { LB_COMMANDS, LB_HTTP_PATHS, lbConfigSchema, type LbConfigInput } from "@portable-lb/core/config";
+import {
+  LB_COMMANDS,
+  LB_HTTP_PATHS,
+  lbConfigSchema,
+  type LbConfig,
+  type LbConfigInput,
+} from "@portable-lb/core/config";
 import { lbTerminationGraceS } from "../../../packages/core/src/loadBalancer/podSpec.ts";
 import { execFileSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
@@ -41,6 +47,8 @@ export class LbPod {
   readonly o: LbPodOptions;
   readonly dir: string;
   readonly configFile: string;
+  /** The config as the pod's processes read it (defaults filled in). */
+  readonly #config: LbConfig;
   readonly #bridge: ApiBridge;
   controller: WatchedProcess | undefined;
   speaker: WatchedProcess | undefined;
@@ -50,6 +58,7 @@ export class LbPod {
     this.#bridge = bridge;
     this.dir = join(o.dir, o.name);
     this.configFile = join(this.dir, "config.json");
+    this.#config = lbConfigSchema.parse(o.config);
   }
 
   static async create(o: LbPodOptions): Promise<LbPod> {
@@ -116,10 +125,10 @@ export class LbPod {
         env: { PATH },
         timeoutMs: 30_000,
       }),
-      this.get(lbConfigSchema.parse(this.o.config).ports.health, LB_HTTP_PATHS.prestop),
+      this.get(this.#config.ports.health, LB_HTTP_PATHS.prestop),
     ]);
     if (pre.code !== 0) throw new NetnsError(`${this.o.name}: preStop failed: ${pre.stderr}${pre.stdout}`);
-    const graceMs = lbTerminationGraceS(lbConfigSchema.parse(this.o.config)) * 1000;
+    const graceMs = lbTerminationGraceS(this.#config) * 1000;
     const containers = [this.speaker, this.controller].filter((c) => c !== undefined);
     const exits = await Promise.all(containers.map((c) => c.signal("SIGTERM", graceMs)));
     if (exits.includes(undefined))
