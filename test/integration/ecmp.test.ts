@@ -254,6 +254,47 @@ describe("ECMP over every LB pod, through route reflectors, to an FRR router", (
     await expectHops(GROUPS.a.vip, [1, 2, 3], 30_000);
   });
 
+  it("node route lost: the LB withdraws within a second (it checks the path), and is back with the route", async () => {
+    const lost = Date.now();
+    await ecmp.node(3).ns.ip("route", "del", GROUPS.a.pool);
+    await expectHops(GROUPS.a.vip, [1, 2], 3_000);
+    const leftAfterMs = Date.now() - lost;
+    await ecmp.nodeRoute(3, GROUPS.a.pool, podIp(3, GROUPS.a.host));
+    await expectHops(GROUPS.a.vip, [1, 2, 3], 5_000);
+    console.log(`node route deleted: node 3 left the router's route after ${leftAfterMs} ms`);
+  });
+
+  it("join: a new LB pod announces only once its node routes the pool to it", async () => {
+    const name = podName("b", 3);
+    const g = GROUPS.b;
+    const ns = await ecmp.pod(3, name, g.host, { forwarding: true });
+    const lb = await LbPod.create({
+      ns,
+      name,
+      podIp: podIp(3, g.host),
+      nodeIp: nodeIp(3),
+      config: lbConfig("b"),
+      dir: ecmp.lab.dir,
+      kubeconfig: testKubeconfig(),
+      namespace: NS,
+    });
+    pods.set(name, lb);
+    await lb.start(HEALTH_PORT);
+    // Its rules and sessions come up, but without the node's route it must stay out.
+    await settle(async () => (await lb.birdc("show", "protocols")).includes("Established"), 30_000);
+    await new Promise((r) => setTimeout(r, 3_000));
+    expect(await hops(g.vip)).toEqual(expected([1, 2]));
+    expect(readFileSync(lb.controller!.logFile, "utf8")).toContain(
+      "the node does not route the pool to this pod",
+    );
+    await ecmp.nodeRoute(3, g.pool, podIp(3, g.host));
+    await expectHops(g.vip, [1, 2, 3], 5_000);
+    expect((await spread(g.vip, "client", 30)).failures).toBe(0);
+    await lb.stopGracefully();
+    await ecmp.node(3).ns.ip("route", "del", g.pool);
+    await expectHops(g.vip, [1, 2], 5_000);
+  });
+
   it("hung speaker (SIGSTOP): BFD drops it; SIGCONT: it is back", async () => {
     // Only BFD sees a hung daemon quickly: after the link-down case, wait until its sessions are back.
     await settle(async () => (await pod("a", 3).bfdSessionsUp()) === 2, 30_000);

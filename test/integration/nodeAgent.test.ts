@@ -76,6 +76,13 @@ async function setReady(name: string, ready: boolean): Promise<void> {
   await core.replaceNamespacedPodStatus({ name, namespace: NS, body: pod });
 }
 
+/** What the agent tells the LB pod at `podIp` about itself (its node-route check asks this). */
+async function lbPodAnswer(podIp: string): Promise<{ status: number; body: Record<string, unknown> }> {
+  const { port } = agent!.server.address() as AddressInfo;
+  const res = await fetch(`http://127.0.0.1:${port}/lb-pods/${podIp}`);
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+}
+
 /** Which LB pod answers 40 fresh connections from the client to the VIP. */
 const answering = () => spreadOver(client, `http://${VIP}:8080/`, 40);
 
@@ -150,6 +157,27 @@ describe("node agent in a node network namespace", () => {
     const { counts, failures } = await answering();
     expect(failures).toBe(0);
     expect(counts).toEqual({ "lb-2": 40 });
+  });
+
+  it("keeps the route to a routed pod that loses readiness while none other is ready, and says so to it", async () => {
+    // lb-2 alone is routed (previous case); its node's kubelet dying would make it not Ready.
+    await setReady("lb-2", false);
+    await settle(async () => (await lbPodAnswer("10.244.1.11")).body.ready === false);
+    expect(await lbPodAnswer("10.244.1.11")).toEqual({
+      status: 503,
+      body: { podIp: "10.244.1.11", routed: true, ready: false, forwarding: true, synced: true },
+    });
+    // The pod withdraws on that answer; its flows still arrive until the router has moved them.
+    expect(await ourRoutes()).toEqual(["10.1.1.0/24>10.244.1.11"]);
+    expect((await answering()).failures).toBe(0);
+    // A pod that was never routed learns it is neither routed nor ready.
+    expect(await lbPodAnswer("10.244.1.10")).toMatchObject({
+      status: 503,
+      body: { routed: false, ready: false },
+    });
+    await setReady("lb-2", true);
+    await settle(async () => (await lbPodAnswer("10.244.1.11")).status === 200);
+    expect((await lbPodAnswer("10.244.1.11")).body).toMatchObject({ routed: true, ready: true });
   });
 
   it("keeps its routes while the API server is gone, and catches up when it is back", async () => {

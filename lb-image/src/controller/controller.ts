@@ -6,11 +6,13 @@ import { readFileSync } from "node:fs";
 import type { Server } from "node:http";
 import { join } from "node:path";
 import type { Logger } from "pino";
-import { SessionMonitor } from "../bgp/sessionMonitor.ts";
+import { Announcer, type AnnouncerTiming } from "../announce/announcer.ts";
+import { probeNodeRoute } from "../announce/nodeRouteProbe.ts";
+import { SessionMonitor, parseProtocols } from "../bgp/sessionMonitor.ts";
 import { SpeakerControl } from "../bgp/speakerControl.ts";
 import { chooseEngine } from "../dataplane/chooseEngine.ts";
 import type { DataPlaneEngine } from "../dataplane/engine.ts";
-import { withPrefix } from "../dataplane/exec.ts";
+import { run, withPrefix } from "../dataplane/exec.ts";
 import { LocalVips } from "../dataplane/localVips.ts";
 import { HealthChecker } from "../health/healthChecker.ts";
 import { probe, type Probe } from "../health/probe.ts";
@@ -64,6 +66,8 @@ export interface ControllerOptions {
     bird?: [string, ...string[]];
     birdc?: [string, ...string[]];
   };
+  /** The Announcer's checks and lease (tests shorten them). */
+  announcerTiming?: Partial<AnnouncerTiming>;
   /** Where the HTTP endpoints listen; the config's health port by default, 0 for any. */
   httpPort?: number;
   httpHost?: string;
@@ -144,6 +148,45 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
           },
         ]),
     });
+  const announcer =
+    speaker &&
+    new Announcer({
+      pools: o.config.vipPools.map((p) => p.cidr),
+      reflectors: o.config.bgp!.routeReflectors,
+      podIp: o.speaker!.podIp,
+      nodeIp: o.speaker!.nodeIp,
+      nodeAgentPort: o.config.ports.nodeAgent,
+      pod: `${o.namespace}/${o.identity}`,
+      target: speaker,
+      lease: { renew: () => Promise.resolve(), revoke: () => Promise.resolve() },
+      sessions: async () => {
+        const states = parseProtocols(
+          await run(
+            [
+              ...(o.speaker!.birdc ?? ["birdc"]),
+              "-s",
+              join(o.speaker!.runDir, "bird.ctl"),
+              "show",
+              "protocols",
+            ],
+            "",
+            2_000,
+          ),
+        );
+        const reflectors = o.config.bgp!.routeReflectors;
+        return new Map(
+          states.map((s) => [
+            reflectors[Number(s.name.split("_")[1]) - 1] ?? s.name,
+            { established: s.established, bfdUp: s.established },
+          ]),
+        );
+      },
+      probe: probeNodeRoute,
+      registry: metrics.registry,
+      log: o.log,
+      report: (problems) => events.report(problems),
+      ...(o.announcerTiming && { timing: o.announcerTiming }),
+    });
   const reconciler = new Reconciler({
     config: o.config,
     view: watch,
@@ -158,7 +201,7 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
     writeStatus: statusWriter(core),
     isLeader: () => elector.isLeader,
     health,
-    ...(speaker && { announce: (vips: string[]) => speaker.announce(vips) }),
+    ...(announcer && { announce: (vips: string[]) => announcer.setCandidates(vips) }),
   });
   // In the pod, Prometheus scrapes the metrics port and the kubelet probes the health port; a test
   // that picks its own port gets everything there.
@@ -176,10 +219,10 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
     o.httpHost,
   );
   // preStop's step, and the stop's first one when a SIGTERM comes without it (idempotent).
-  const withdraw = () => speaker?.drain(LB_STOP_TIMEOUTS.withdrawS * 1000) ?? Promise.resolve();
+  const withdraw = () => announcer?.drain(LB_STOP_TIMEOUTS.withdrawS * 1000) ?? Promise.resolve();
   /** Serves on after the withdrawal until the router has moved new flows away (connectionDrain.ts). */
   const drainConnections = async () => {
-    if (!speaker) return; // only BGP mode has a withdrawal to drain after
+    if (!announcer) return; // only BGP mode has a withdrawal to drain after
     await withdraw().catch((err: unknown) => o.log.error({ err }, "withdrawal failed; draining anyway"));
     const { drain } = o.config;
     o.log.info(drain, "draining: serving until no new connection arrives");
@@ -193,6 +236,7 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
   };
   elector.start();
   sessions?.start();
+  announcer?.start();
   await watch.start();
   return {
     reconciler,
@@ -203,6 +247,7 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
       // The reconciler keeps applying backend changes while the pod drains.
       await drainConnections();
       reconciler.stop();
+      await announcer?.stop();
       health.stop();
       sessions?.stop();
       await elector.stop();

@@ -10,12 +10,16 @@ export interface HealthState {
   drain(): Promise<void>;
 }
 
+/** A component's own GET endpoint: its answer, or undefined when the path is not its. */
+export type ExtraEndpoint = (path: string) => { status: number; body: string } | undefined;
+
 /** Serves the health endpoints and /metrics; with `state` undefined, /metrics only. */
 export function startHttpServer(
   port: number,
   state: HealthState | undefined,
   registry: Registry,
   host = "0.0.0.0",
+  extra?: ExtraEndpoint,
 ): Promise<Server> {
   let draining = false;
   const server = createServer((req, res) => {
@@ -39,8 +43,10 @@ export function startHttpServer(
         );
       case LB_HTTP_PATHS.metrics:
         return void registry.metrics().then((m) => send(200, m, registry.contentType));
-      default:
-        return send(404, "not found\n");
+      default: {
+        const answer = extra?.(req.url ?? "");
+        return answer ? send(answer.status, answer.body, "application/json") : send(404, "not found\n");
+      }
     }
   });
   return new Promise((resolve, reject) => {

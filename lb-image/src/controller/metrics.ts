@@ -36,11 +36,6 @@ export class ControllerMetrics {
     help: "VIPs served by this LB pod",
     registers: [this.registry],
   });
-  readonly announcedVips = new Gauge({
-    name: "portable_lb_announced_vips",
-    help: "VIPs this LB pod announces over BGP (0 while draining or in cloud-routes mode)",
-    registers: [this.registry],
-  });
   readonly skipped = new Counter({
     name: "portable_lb_skipped_total",
     help: "Objects or parts left out because of bad input",

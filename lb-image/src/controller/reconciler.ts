@@ -34,8 +34,11 @@ export interface ReconcilerDeps {
   isLeader: () => boolean;
   /** Active health checks; the reconciler tells it what to check and reads its verdicts. */
   health?: HealthChecker;
-  /** BGP mode: announces the VIPs the data plane can serve now (see bgp/announcements.ts). */
-  announce?: (vips: string[]) => Promise<unknown>;
+  /**
+   * BGP mode: hands the VIPs the data plane can serve now (see bgp/announcements.ts) to the
+   * Announcer, which announces those the rest of the path can deliver too.
+   */
+  announce?: (vips: string[]) => void;
   retryMs?: number;
 }
 
@@ -102,11 +105,9 @@ export class Reconciler {
     const { changes } = await this.d.engine.apply(desired.services);
     const vips = [...new Set(desired.services.map((s) => s.vip))];
     await this.d.localVips.apply(vips);
-    // Announced only after the rules are in: a router never reaches a pod before it can serve.
-    const announced = announcedVips(desired.services);
-    await this.d.announce?.(announced);
+    // Candidates only once the rules are in: a router never reaches a pod before it can serve.
+    this.d.announce?.(announcedVips(desired.services));
     this.applied = true;
-    this.d.metrics.announcedVips.set(this.d.announce ? announced.length : 0);
     this.d.metrics.ruleChanges.inc({ engine: this.d.engine.name }, changes);
     this.d.metrics.services.set(desired.services.length);
     this.d.metrics.backends.set(desired.services.reduce((n, s) => n + s.backends.length, 0));

@@ -1,5 +1,5 @@
 import fc from "fast-check";
-import { desiredRoutes, lbPodState, type LbPodState } from "./desiredRoutes.ts";
+import { desiredRoutes, lbPodState, lbPodVerdict, type LbPodState } from "./desiredRoutes.ts";
 import type { NodeRoute } from "./desiredRoutes.ts";
 import { parseForwarding } from "./nodeForwarding.ts";
 import { NODE_ROUTE_PROTO, diffRoutes, parseRoutes, routeCommand } from "./nodeRoutes.ts";
@@ -27,15 +27,47 @@ describe("desiredRoutes", () => {
     expect(routes).toEqual([{ prefix: "10.1.1.0/24", via: ["10.244.1.12", "10.244.1.9"] }]);
   });
 
-  it("keeps a draining pod while no ready one exists, and never routes to a starting pod", () => {
+  it("keeps the routed pod while no ready one exists (not ready or draining), never routes to a starting pod", () => {
     const draining = pod("a", { ready: false, terminating: true });
     const starting = pod("bb", { ready: false });
-    expect(desiredRoutes("n1", [draining, starting], ["10.1.1.0/24"])).toEqual([
+    const routedToA = [draining.ip!];
+    expect(desiredRoutes("n1", [draining, starting], ["10.1.1.0/24"], routedToA)).toEqual([
       { prefix: "10.1.1.0/24", via: ["10.244.1.11"] },
     ]);
-    expect(desiredRoutes("n1", [draining, pod("bb")], ["10.1.1.0/24"])[0]!.via).toEqual(["10.244.1.12"]);
-    expect(desiredRoutes("n1", [starting], POOLS)).toEqual([]);
+    // A ready pod takes over at once.
+    expect(desiredRoutes("n1", [draining, pod("bb")], ["10.1.1.0/24"], routedToA)[0]!.via).toEqual([
+      "10.244.1.12",
+    ]);
+    // The routed pod lost readiness (its node's kubelet died): the route stays until it is gone.
+    const unready = pod("a", { ready: false });
+    expect(desiredRoutes("n1", [unready], POOLS, routedToA)).toHaveLength(2);
+    expect(desiredRoutes("n1", [], POOLS, routedToA)).toEqual([]);
+    // Never routed: a draining or starting pod gets nothing.
+    expect(desiredRoutes("n1", [draining, starting], POOLS)).toEqual([]);
+    expect(desiredRoutes("n1", [starting], POOLS, ["10.244.1.99"])).toEqual([]);
     expect(desiredRoutes("n1", [pod("a", { ip: undefined })], POOLS)).toEqual([]);
+  });
+
+  it("tells an LB pod whether every pool is routed to it and whether it is ready", () => {
+    const routes = desiredRoutes("n1", [pod("a")], POOLS);
+    expect(lbPodVerdict("n1", [pod("a")], routes, POOLS, "10.244.1.11")).toEqual({
+      routed: true,
+      ready: true,
+    });
+    expect(lbPodVerdict("n1", [pod("a", { ready: false })], routes, POOLS, "10.244.1.11")).toEqual({
+      routed: true,
+      ready: false,
+    });
+    expect(lbPodVerdict("n1", [pod("a", { terminating: true })], routes, POOLS, "10.244.1.11").ready).toBe(
+      false,
+    );
+    // One pool missing, another pod's address, another node's pod of the same address.
+    expect(lbPodVerdict("n1", [pod("a")], routes.slice(1), POOLS, "10.244.1.11").routed).toBe(false);
+    expect(lbPodVerdict("n1", [pod("a")], routes, POOLS, "10.244.1.50")).toEqual({
+      routed: false,
+      ready: false,
+    });
+    expect(lbPodVerdict("n2", [pod("a")], routes, POOLS, "10.244.1.11").ready).toBe(false);
   });
 
   it("only ever points at pods of this node that have an address (property)", () => {
@@ -50,19 +82,29 @@ describe("desiredRoutes", () => {
       terminating: fc.boolean(),
     });
     fc.assert(
-      fc.property(fc.array(arbitraryPod, { maxLength: 6 }), (pods) => {
-        const routes = desiredRoutes("n1", pods, POOLS);
-        const allowed = new Set(pods.filter((p) => p.nodeName === "n1" && p.ip).map((p) => p.ip));
-        for (const r of routes) for (const hop of r.via) expect(allowed.has(hop)).toBe(true);
-        // Either every pool is routed the same way or none is.
-        expect(routes.length === 0 || routes.length === POOLS.length).toBe(true);
-        if (pods.some((p) => p.nodeName === "n1" && p.ip && p.ready && !p.terminating))
+      fc.property(
+        fc.array(arbitraryPod, { maxLength: 6 }),
+        fc.subarray(["10.244.1.1", "10.244.1.2"]),
+        (pods, routedNow) => {
+          const routes = desiredRoutes("n1", pods, POOLS, routedNow);
+          const allowed = new Set(pods.filter((p) => p.nodeName === "n1" && p.ip).map((p) => p.ip));
+          for (const r of routes) for (const hop of r.via) expect(allowed.has(hop)).toBe(true);
+          // Either every pool is routed the same way or none is.
+          expect(routes.length === 0 || routes.length === POOLS.length).toBe(true);
+          // A next hop is a ready pod, or one the pools were already routed to (never a starting one).
           for (const r of routes)
             for (const hop of r.via)
-              expect(pods.some((p) => p.ip === hop && p.nodeName === "n1" && p.ready && !p.terminating)).toBe(
-                true,
-              );
-      }),
+              expect(
+                routedNow.includes(hop) || pods.some((p) => p.ip === hop && p.nodeName === "n1" && p.ready),
+              ).toBe(true);
+          if (pods.some((p) => p.nodeName === "n1" && p.ip && p.ready && !p.terminating))
+            for (const r of routes)
+              for (const hop of r.via)
+                expect(
+                  pods.some((p) => p.ip === hop && p.nodeName === "n1" && p.ready && !p.terminating),
+                ).toBe(true);
+        },
+      ),
     );
   });
 

@@ -2,16 +2,19 @@
 // the node's routes for the VIP pools pointing at the node's LB pod, following that pod's readiness.
 // It only reads Pods of the LB namespace on its own node. When the API server goes away, the routes
 // stay as they are; nothing is applied before the first complete list, so a restart adopts them.
+// It also answers the LB pod's node-route check (`/lb-pods/<pod IP>`, see lbPodVerdict): the pod
+// asks from a VIP address, so an answer that reaches it proves the route, and the body relays the
+// pod's Ready condition, which only the API server knows (e.g. false once the node's kubelet died).
 import { CoreV1Api, Watch, type KubeConfig, type V1Pod } from "@kubernetes/client-node";
-import { LB_APP_LABEL, type LbConfig } from "@portable-lb/core/config";
+import { LB_APP_LABEL, LB_HTTP_PATHS, type LbConfig } from "@portable-lb/core/config";
 import type { Server } from "node:http";
 import type { Logger } from "pino";
 import { Counter, Gauge, Registry, collectDefaultMetrics } from "prom-client";
 import { CoalescingRunner } from "../common/coalescingRunner.ts";
-import { startHttpServer } from "../controller/httpServer.ts";
+import { startHttpServer, type ExtraEndpoint } from "../controller/httpServer.ts";
 import { withPrefix } from "../dataplane/exec.ts";
 import { ResilientInformers } from "../kube/informers.ts";
-import { desiredRoutes, lbPodState } from "./desiredRoutes.ts";
+import { desiredRoutes, lbPodState, lbPodVerdict, routedVia, type NodeRoute } from "./desiredRoutes.ts";
 import { nodeForwards } from "./nodeForwarding.ts";
 import { NodeRoutes } from "./nodeRoutes.ts";
 
@@ -33,9 +36,10 @@ export interface NodeAgentOptions {
 }
 
 // The node's table is not ours alone: a pod bridge that goes down takes the routes through it along,
-// and a CNI restart recreates the bridge. A periodic check puts them back without waiting for a Pod
-// change (two `ip` reads when nothing changed).
-const DEFAULT_RESYNC_MS = 30_000;
+// a CNI restart recreates the bridge, and anyone with NET_ADMIN can delete a route. A periodic check
+// puts them back without waiting for a Pod change (two `ip` reads when nothing changed): the LB pod
+// withdraws its VIPs while its route is missing, and announces again once this has repaired it.
+const DEFAULT_RESYNC_MS = 2_000;
 
 export interface RunningNodeAgent {
   routes: NodeRoutes;
@@ -110,6 +114,8 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<RunningNodeAg
   });
   const pools = o.config.vipPools.map((p) => p.cidr);
   let applied = false;
+  /** The routes as last applied (what the kernel holds, give or take a foreign change until the next run). */
+  let routed: NodeRoute[] = [];
   // Unknown until the first run; logged when it turns (or starts) off.
   let forwarding: boolean | undefined;
   const runner = new CoalescingRunner(
@@ -122,8 +128,10 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<RunningNodeAg
       forwarding = forwards;
       metrics.forwarding.set(forwards ? 1 : 0);
       if (!informers.synced()) return;
-      const want = desiredRoutes(o.nodeName, pods.list().map(lbPodState), pools);
-      const changes = await routes.apply(want);
+      const current = await routes.current();
+      const want = desiredRoutes(o.nodeName, pods.list().map(lbPodState), pools, routedVia(current));
+      const changes = await routes.apply(want, current);
+      routed = want;
       applied = true;
       metrics.changes.inc(changes);
       metrics.routes.set(want.length);
@@ -137,11 +145,21 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<RunningNodeAg
       },
     },
   );
+  const lbPodAnswer: ExtraEndpoint = (path) => {
+    if (!path.startsWith(LB_HTTP_PATHS.lbPod)) return undefined;
+    const podIp = path.slice(LB_HTTP_PATHS.lbPod.length);
+    if (!applied)
+      return { status: 503, body: JSON.stringify({ podIp, routed: false, ready: false, synced: false }) };
+    const verdict = lbPodVerdict(o.nodeName, pods.list().map(lbPodState), routed, pools, podIp);
+    const ok = verdict.routed && verdict.ready && forwarding === true;
+    return { status: ok ? 200 : 503, body: JSON.stringify({ podIp, ...verdict, forwarding, synced: true }) };
+  };
   const server = await startHttpServer(
     o.httpPort ?? o.config.ports.nodeAgent,
     { ready: () => applied && forwarding === true, drain: () => Promise.resolve() },
     registry,
     o.httpHost,
+    lbPodAnswer,
   );
   await informers.start();
   const resync = setInterval(() => runner.trigger(), o.resyncMs ?? DEFAULT_RESYNC_MS);

@@ -58,9 +58,9 @@ export class NodeRoutes {
     return parseRoutes(await run([...this.ip, "-j", "route", "show", "proto", String(NODE_ROUTE_PROTO)]));
   }
 
-  /** Makes our routes exactly `desired`; returns how many routes changed. */
-  async apply(desired: NodeRoute[]): Promise<number> {
-    const { replace, remove } = diffRoutes(await this.current(), desired);
+  /** Makes our routes exactly `desired` (from `current`, read now if not given); returns how many changed. */
+  async apply(desired: NodeRoute[], current?: NodeRoute[]): Promise<number> {
+    const { replace, remove } = diffRoutes(current ?? (await this.current()), desired);
     for (const r of replace) await run([...this.ip, ...routeCommand(r)]);
     for (const prefix of remove)
       await run([...this.ip, "route", "del", prefix, "proto", String(NODE_ROUTE_PROTO)]);

@@ -50,4 +50,9 @@ export const LB_HTTP_PATHS = {
   readyz: "/readyz",
   prestop: "/prestop",
   metrics: "/metrics",
+  /**
+   * The node agent's answer to an LB pod's node-route check: `/lb-pods/<pod IP>` tells whether the
+   * node routes the VIP pools to that pod and whether the pod is Ready (200 when both, else 503).
+   */
+  lbPod: "/lb-pods/",
 } as const;

@@ -64,9 +64,11 @@ function controller(input: LbPodSpecInput, bgp: boolean): Container {
       periodSeconds: 10,
       failureThreshold: 3,
     },
+    // Ready gates the node's route to this pod (the node agent routes the VIP pools to a Ready LB
+    // pod), which gates the first announcement: the probe's period is part of every LB pod's join.
     readinessProbe: {
       httpGet: { path: LB_HTTP_PATHS.readyz, port: "health" },
-      periodSeconds: 2,
+      periodSeconds: 1,
       failureThreshold: 2,
     },
     // Withdraw first; SIGTERM comes after, and the controller then drains before it exits.
