@@ -1,12 +1,14 @@
 // Wires the controller together: config, API clients, allocator election, watches, reconciler,
 // engine, HTTP endpoints. Used by main.ts in the pod and by tests in-process.
 import { CoordinationV1Api, CoreV1Api, type KubeConfig } from "@kubernetes/client-node";
-import { LB_STOP_TIMEOUTS, type LbConfig } from "@portable-lb/core/config";
+import { ANNOUNCEMENT_LEASE, LB_STOP_TIMEOUTS, type LbConfig } from "@portable-lb/core/config";
 import { readFileSync } from "node:fs";
 import type { Server } from "node:http";
-import { join } from "node:path";
 import type { Logger } from "pino";
+import type { Registry } from "prom-client";
 import { SessionMonitor } from "../bgp/sessionMonitor.ts";
+import { AnnouncementLease } from "../bgp/announcementLease.ts";
+import type { BirdClients } from "../bgp/birdControl.ts";
 import { SpeakerControl } from "../bgp/speakerControl.ts";
 import { chooseEngine } from "../dataplane/chooseEngine.ts";
 import type { DataPlaneEngine } from "../dataplane/engine.ts";
@@ -23,7 +25,7 @@ import { ControllerMetrics } from "./metrics.ts";
 import { Reconciler } from "./reconciler.ts";
 import { statusWriter } from "./statusWriter.ts";
 
-function bgpSpeaker(o: ControllerOptions): SpeakerControl | undefined {
+function bgpSpeaker(o: ControllerOptions, registry: Registry): SpeakerControl | undefined {
   const bgp = o.config.bgp;
   if (o.config.routingMode !== "bgp" || !bgp || !o.speaker) return undefined;
   return new SpeakerControl({
@@ -38,8 +40,9 @@ function bgpSpeaker(o: ControllerOptions): SpeakerControl | undefined {
       ...(bgp.passwordFile && { password: readFileSync(bgp.passwordFile, "utf8").trim() }),
     },
     runDir: o.speaker.runDir,
+    lease: new AnnouncementLease({ runDir: o.speaker.runDir, holder: "controller", registry, log: o.log }),
     ...(o.speaker.bird && { bird: o.speaker.bird }),
-    ...(o.speaker.birdc && { birdc: o.speaker.birdc }),
+    ...(o.speaker.clients && { clients: o.speaker.clients }),
   });
 }
 
@@ -62,7 +65,7 @@ export interface ControllerOptions {
     nodeIp: string;
     runDir: string;
     bird?: [string, ...string[]];
-    birdc?: [string, ...string[]];
+    clients?: BirdClients;
   };
   /** Where the HTTP endpoints listen; the config's health port by default, 0 for any. */
   httpPort?: number;
@@ -116,14 +119,13 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
   });
   metrics.observeUnhealthy(() => health.unhealthyCount());
   metrics.observeVipConnections(() => engine.counters());
-  const speaker = bgpSpeaker(o);
+  const speaker = bgpSpeaker(o, metrics.registry);
   const sessions =
     speaker &&
     new SessionMonitor({
-      socket: join(o.speaker!.runDir, "bird.ctl"),
-      peerOf: (session) => o.config.bgp!.routeReflectors[Number(session.split("_")[1]) - 1] ?? session,
+      bird: speaker.bird,
+      reflectors: o.config.bgp!.routeReflectors,
       registry: metrics.registry,
-      ...(o.speaker!.birdc && { birdc: o.speaker!.birdc }),
       onDrop: (peer, info) =>
         void events.report([
           {
@@ -144,6 +146,8 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
           },
         ]),
     });
+  /** The announcement lease's renewals, from the first config written on (which they vouch for). */
+  let renewing: NodeJS.Timeout | undefined;
   const reconciler = new Reconciler({
     config: o.config,
     view: watch,
@@ -158,7 +162,13 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
     writeStatus: statusWriter(core),
     isLeader: () => elector.isLeader,
     health,
-    ...(speaker && { announce: (vips: string[]) => speaker.announce(vips) }),
+    ...(speaker && {
+      announce: async (vips: string[]) => {
+        const changed = await speaker.announce(vips);
+        renewing ??= setInterval(() => void speaker.lease.renew(), ANNOUNCEMENT_LEASE.renewMs);
+        return changed;
+      },
+    }),
   });
   // In the pod, Prometheus scrapes the metrics port and the kubelet probes the health port; a test
   // that picks its own port gets everything there.
@@ -202,6 +212,7 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
     async stop() {
       // The reconciler keeps applying backend changes while the pod drains.
       await drainConnections();
+      clearInterval(renewing);
       reconciler.stop();
       health.stop();
       sessions?.stop();
