@@ -1,7 +1,9 @@
 // Steady keep-alive load for the connection-reset benchmark, run inside the client namespace:
-// `node keepAliveClient.ts --url U --connections 60 --interval-ms 50 --seconds S`. Each of the
-// connections is its own agent with one socket that sends a request every interval (0: back to
+// `node keepAliveClient.ts --url U --connections 60 --interval-ms 50 --seconds S [--fresh]`. Each of
+// the connections is its own agent with one socket that sends a request every interval (0: back to
 // back, for throughput); a request that fails ends that connection (the agent opens a new one).
+// With --fresh every request opens a connection of its own (new source port), so an ECMP change
+// can cost at most the requests in flight (the fault tests), not every moved keep-alive connection.
 // Prints one JSON line at the end (after --seconds, or at once on SIGTERM): its start (epoch ms),
 // requests, requests answered in each second, connections opened, and every failure with its time
 // (epoch ms), error code and connection (0 to --connections - 1).
@@ -16,6 +18,7 @@ const { values } = parseArgs({
     connections: { type: "string", default: "60" },
     "interval-ms": { type: "string", default: "50" },
     seconds: { type: "string", default: "60" },
+    fresh: { type: "boolean", default: false },
   },
 });
 if (!values.url?.length) throw new Error("--url is required");
@@ -52,8 +55,10 @@ function get(agent: Agent, url: URL): Promise<void> {
   });
 }
 
+const newAgent = () => new Agent({ keepAlive: !values.fresh, maxSockets: 1 });
+
 async function connection(index: number, url: URL): Promise<void> {
-  let agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  let agent = newAgent();
   while (Date.now() < deadline) {
     const sent = Date.now();
     try {
@@ -68,7 +73,7 @@ async function connection(index: number, url: URL): Promise<void> {
         connection: index,
       });
       agent.destroy();
-      agent = new Agent({ keepAlive: true, maxSockets: 1 });
+      agent = newAgent();
       // Back to back, a refused connection would otherwise be retried in a tight loop.
       if (intervalMs === 0) await sleep(10);
     }

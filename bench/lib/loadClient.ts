@@ -10,6 +10,8 @@ export interface LoadOptions {
   seconds: number;
   /** Between one connection's requests; 0 sends them back to back (throughput). */
   intervalMs: number;
+  /** A new connection for every request (see keepAliveClient.ts). */
+  fresh?: boolean;
   /** Ends the run before `seconds` (what was measured so far is still returned). */
   stop?: AbortSignal;
 }
@@ -34,6 +36,7 @@ export async function runLoad(netns: string, o: LoadOptions): Promise<LoadResult
       ...o.urls.flatMap((u) => ["--url", u]),
       ...["--connections", String(o.connections), "--interval-ms", String(o.intervalMs)],
       ...["--seconds", String(o.seconds)],
+      ...(o.fresh ? ["--fresh"] : []),
     ],
     { timeoutMs: (o.seconds + 60) * 1000, signal: o.stop },
   );

@@ -14,6 +14,7 @@ const TOOL_PACKAGES: Record<string, string> = {
   ip: "iproute2",
   bird: "bird2",
   birdc: "bird2",
+  birdcl: "bird2",
 };
 const LB_IMAGE = join(__dirname, "..");
 const REPO = join(LB_IMAGE, "..");

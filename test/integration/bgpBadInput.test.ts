@@ -84,6 +84,8 @@ beforeAll(async () => {
   await startHttpEcho(await ecmp.pod(1, "b1", 20), { port: 8080, name: "b1" });
   await core.createNamespace({ body: { metadata: { name: NS } } });
   await createLbService(adminKc, NS, "web", CLASS, [{ ip: podIp(1, 20) }]);
+  // What the node agent does, for the one pod whose session comes up in the end.
+  await ecmp.nodeRoute(1, POOL, podIp(1, CASES.unreachable.host));
   for (const c of Object.keys(CASES) as Case[]) {
     const name = `lb-${c}`;
     const ns = await ecmp.pod(1, name, CASES[c].host, { forwarding: true });

@@ -10,8 +10,7 @@ import { lbConfigSchema, type LbConfigInput } from "@portable-lb/core/config";
 import { EcmpLab, nodeIp, podIp, POD_CIDR } from "../harness/netns/ecmpLab.ts";
 import { httpHistogram, startHttpEcho, type Histogram } from "../harness/netns/httpClient.ts";
 import { LbPod } from "../harness/netns/lbPod.ts";
-import { exportedPerSession } from "../../lb-image/src/bgp/speakerControl.ts";
-import { parseProtocols } from "../../lb-image/src/bgp/sessionMonitor.ts";
+import { exportedPerSession, parseProtocols } from "../../lb-image/src/bgp/birdOutput.ts";
 import { createLbService } from "../harness/lbServices.ts";
 import { waitUntil } from "../../packages/providers/src/lab/processes.ts";
 import { settle } from "../harness/settle.ts";
@@ -122,7 +121,7 @@ async function pathsVia(rr: number, vip: string): Promise<string[]> {
   return [...new Set(hops)].sort();
 }
 
-/** Each BGP session of LB pod a<n> with its last state change, e.g. "16:43:47.641 Established". */
+/** Each BGP session of LB pod a<n> with its last state change, e.g. "2026-05-04T16:43:47.641+0000 Established". */
 async function sessionStates(n: number): Promise<Record<string, string>> {
   const sessions = parseProtocols(await pod("a", n).birdc("show", "protocols"));
   return Object.fromEntries(sessions.map((s) => [s.name, `${s.since} ${s.info}`]));

@@ -138,13 +138,13 @@ describe(`${LB_COMMANDS.controller} in a network namespace`, () => {
   });
 
   it("runs the speaker's preStop against it: the withdraw command waits for /prestop, then readyz drains", async () => {
-    const withdraw = await lbNs.exec(bin(LB_COMMANDS.withdraw), ["--config", configFile], {
+    const withdraw = await lbNs.exec(bin(LB_COMMANDS.withdraw), ["--port", String(config.ports.health)], {
       env: { PATH },
       timeoutMs: 30_000,
     });
     expect({ code: withdraw.code, out: withdraw.stdout }).toEqual({
       code: 0,
-      out: expect.stringContaining('"msg":"withdrawn"'),
+      out: expect.stringContaining('"msg":"withdrawn by the controller"'),
     });
     expect(await getInside(config.ports.health, LB_HTTP_PATHS.readyz)).toEqual({
       status: 503,

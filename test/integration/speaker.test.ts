@@ -1,7 +1,7 @@
 // The speaker container's two commands from the image, run as the pod runs them: the entrypoint with
 // the real BIRD in a lab namespace, and the preStop withdraw against the controller's real HTTP server.
-import { LB_COMMANDS, lbConfigSchema } from "@portable-lb/core/config";
-import { writeFileSync } from "node:fs";
+import { BIRD_RUN_FILES, LB_COMMANDS } from "@portable-lb/core/config";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import type { Server } from "node:http";
 import { dirname, join } from "node:path";
 import { Registry } from "prom-client";
@@ -13,7 +13,17 @@ import { waitUntil } from "../../packages/providers/src/lab/processes.ts";
 const bin = (command: string) => join(__dirname, "../../lb-image/bin", command);
 // The launchers start with `#!/usr/bin/env node`: this Node first on PATH, as in the image.
 const PATH = `${dirname(process.execPath)}:${process.env.PATH ?? ""}`;
-const GOOD = "router id 10.0.0.9;\nlog stderr all;\nprotocol device {}\n";
+// What the speaker needs of the controller's config: the VIPs' protocol, with the watchdog's gate.
+const GOOD = [
+  "router id 10.0.0.9;",
+  "log stderr all;",
+  "protocol device {}",
+  "protocol static vips {",
+  '  include "vips-gate.con[f]";',
+  "  ipv4;",
+  "}",
+  "",
+].join("\n");
 
 let lab: NetnsLab;
 let ns: LabNamespace;
@@ -27,14 +37,16 @@ afterAll(async () => {
   await lab?.destroy();
 });
 
-/** BIRD's config and socket paths for one case (the pod's bird-run emptyDir), in the lab's folder. */
-function runDir(name: string): { conf: string; sock: string } {
-  return { conf: join(lab.dir, `${name}.conf`), sock: join(lab.dir, `${name}.ctl`) };
+/** BIRD's config and socket paths for one case: its own folder (the pod's bird-run emptyDir). */
+function runDir(name: string): { dir: string; conf: string; sock: string } {
+  const dir = join(lab.dir, name);
+  mkdirSync(dir, { recursive: true });
+  return { dir, conf: join(dir, BIRD_RUN_FILES.config), sock: join(dir, BIRD_RUN_FILES.socket) };
 }
 
 /** The speaker as in its container: PID 1 of its own PID namespace, where only handled signals arrive. */
 function startSpeaker(name: string) {
-  const { conf, sock } = runDir(name);
+  const { dir, conf, sock } = runDir(name);
   const speaker = startWatched(
     ns,
     lab.dir,
@@ -45,12 +57,12 @@ function startSpeaker(name: string) {
       asPid1: true,
     },
   );
-  return { speaker, conf, sock };
+  return { speaker, dir, conf, sock };
 }
 
 describe(LB_COMMANDS.speaker, () => {
   it("waits for the controller's config, runs BIRD on it, and stops BIRD cleanly on SIGTERM", async () => {
-    const { speaker, conf, sock } = startSpeaker("good");
+    const { speaker, dir, conf, sock } = startSpeaker("good");
     try {
       expect(
         await waitUntil(
@@ -58,6 +70,8 @@ describe(LB_COMMANDS.speaker, () => {
           10_000,
         ),
       ).toBe(true);
+      // No announcement lease: the gate is closed before BIRD ever reads its config.
+      expect(readFileSync(join(dir, BIRD_RUN_FILES.vipsGate), "utf8")).toContain("disabled yes;");
       await new Promise((r) => setTimeout(r, 1_000));
       expect(speaker.status()).toBeUndefined();
       writeFileSync(conf, GOOD);
@@ -65,6 +79,9 @@ describe(LB_COMMANDS.speaker, () => {
       expect(
         await waitUntil(async () => (await status()).includes("Daemon is up and running"), 15_000, 200),
       ).toBe(true);
+      expect((await ns.exec("birdc", ["-s", sock, "show", "protocols", "vips"])).stdout).toMatch(
+        /vips .* down /,
+      );
       const exit = await speaker.signal("SIGTERM", 10_000);
       expect({ exit, log: exit?.code === 0 ? "" : speaker.lastLines() }).toEqual({
         exit: { code: 0, signal: null },
@@ -122,30 +139,25 @@ describe(LB_COMMANDS.withdraw, () => {
     if (s) await new Promise<void>((resolve) => s.close(() => resolve()));
   });
 
-  /** A config file whose health port is `port` (the controller's /prestop). */
-  function configFor(port: number): string {
-    const file = join(lab.dir, `config-${port}.json`);
-    const config = lbConfigSchema.parse({
-      routingMode: "bgp",
-      podCidr: "10.244.0.0/16",
-      vipPools: [{ name: "web", cidr: "10.1.1.0/24" }],
-      bgp: { asn: 64512, routeReflectors: ["10.0.0.5"] },
-      ports: { health: port, metrics: port === 9150 ? 9149 : 9150 },
-    });
-    writeFileSync(file, JSON.stringify(config));
-    return file;
-  }
-
-  /** Runs the withdraw command against the controller's real HTTP server on loopback, draining with `drain`. */
-  async function withdrawAgainst(drain: () => Promise<void>, ...flags: string[]) {
+  /**
+   * Runs the withdraw command as the pod spec does (the controller's health port as an argument)
+   * against the controller's real HTTP server on loopback, draining with `drain`; BIRD's folder
+   * is `birdDir` (by default one where BIRD does not run).
+   */
+  async function withdrawAgainst(
+    drain: () => Promise<void>,
+    flags: string[] = [],
+    birdDir = runDir("none").dir,
+  ) {
     server = await startHttpServer(0, { ready: () => true, drain }, new Registry(), "127.0.0.1");
     const port = (server.address() as { port: number }).port;
     const started = Date.now();
     // On the host: the test's HTTP server is on the host's loopback (in the pod both share one).
-    const r = await execCommand(bin(LB_COMMANDS.withdraw), ["--config", configFor(port), ...flags], {
-      env: { PATH },
-      timeoutMs: 30_000,
-    });
+    const r = await execCommand(
+      bin(LB_COMMANDS.withdraw),
+      ["--port", String(port), "--run-dir", birdDir, ...flags],
+      { env: { PATH }, timeoutMs: 30_000 },
+    );
     return { code: r.code, out: r.stdout, elapsedMs: Date.now() - started };
   }
 
@@ -158,35 +170,59 @@ describe(LB_COMMANDS.withdraw, () => {
     expect(r.code).toBe(0);
     expect(withdrawnAt).toBeGreaterThan(0);
     expect(r.elapsedMs).toBeGreaterThanOrEqual(1_000);
-    expect(r.out).toContain('"msg":"withdrawn"');
+    expect(r.out).toContain('"msg":"withdrawn by the controller"');
   });
 
-  it("exits 1 with the controller's message when the withdrawal fails", async () => {
-    const r = await withdrawAgainst(() => Promise.reject(new Error("birdc: cannot connect")));
-    expect(r.code).toBe(1);
-    expect(r.out).toContain("HTTP 500");
-    expect(r.out).toContain("birdc: cannot connect");
+  it("withdraws through BIRD when the controller fails, and exits 1 naming both failures when BIRD cannot", async () => {
+    // A BIRD that has no VIPs' protocol to disable.
+    const { dir, conf, sock } = runDir("no-vips");
+    writeFileSync(conf, "router id 10.0.0.9;\nprotocol device {}\n");
+    const bird = await ns.spawn("bird-novips", "bird", ["-f", "-c", conf, "-s", sock]);
+    try {
+      expect(
+        await waitUntil(
+          async () => (await ns.exec("birdc", ["-s", sock, "show", "status"])).code === 0,
+          10_000,
+        ),
+      ).toBe(true);
+      const r = await withdrawAgainst(() => Promise.reject(new Error("birdc: cannot connect")), [], dir);
+      expect(r.code).toBe(1);
+      expect(r.out).toContain("HTTP 500");
+      expect(r.out).toContain("birdc: cannot connect");
+      expect(r.out).toContain("withdrawing through BIRD's socket");
+      expect(r.out).toContain("cannot disable the VIPs through BIRD");
+    } finally {
+      await bird.stop();
+    }
   });
 
-  it("exits 1 when the controller does not answer in time", async () => {
-    const r = await withdrawAgainst(() => new Promise<void>(() => undefined), "--timeout-seconds", "1");
-    expect(r.code).toBe(1);
+  it("waits for a hung controller only its share of the bound, then withdraws through BIRD (not running: nothing announced)", async () => {
+    const r = await withdrawAgainst(() => new Promise<void>(() => undefined), ["--timeout-seconds", "2"]);
+    expect(r.code).toBe(0);
     expect(r.out).toContain("no answer within 1 s");
+    expect(r.out).toContain("BIRD is not running: nothing is announced");
     expect(r.elapsedMs).toBeLessThan(10_000);
   });
 
-  it("exits 1 when nothing listens, and 2 on a config it cannot read", async () => {
+  it("exits 0 when nothing listens and BIRD does not run, and 2 on a bad flag", async () => {
     // In the lab's namespace nothing listens at all.
-    const refused = await ns.exec(bin(LB_COMMANDS.withdraw), ["--config", configFor(9151)], {
-      env: { PATH },
-    });
-    expect(refused.code).toBe(1);
-    expect(refused.stdout).toContain("ECONNREFUSED");
-    expect(refused.stdout).toContain("is the controller running?");
-    const missing = await execCommand(bin(LB_COMMANDS.withdraw), ["--config", join(lab.dir, "none.json")], {
-      env: { PATH },
-    });
-    expect(missing.code).toBe(2);
-    expect(missing.stdout).toContain("cannot read the LB config");
+    const gone = await ns.exec(
+      bin(LB_COMMANDS.withdraw),
+      ["--port", "9151", "--run-dir", runDir("none").dir],
+      {
+        env: { PATH },
+      },
+    );
+    expect(gone.code).toBe(0);
+    expect(gone.stdout).toContain("ECONNREFUSED");
+    expect(gone.stdout).toContain("BIRD is not running: nothing is announced");
+    for (const [flags, message] of [
+      [["--port", "http"], `--port must be the controller's health port, 1-65535 (got \\"http\\")`],
+      [[], `--port must be the controller's health port, 1-65535 (got \\"\\")`],
+      [["--port", "9151", "--timeout-seconds", "0"], "--timeout-seconds must be a positive number"],
+    ] as const) {
+      const bad = await execCommand(bin(LB_COMMANDS.withdraw), flags, { env: { PATH } });
+      expect({ code: bad.code, out: bad.stdout }).toEqual({ code: 2, out: expect.stringContaining(message) });
+    }
   });
 });

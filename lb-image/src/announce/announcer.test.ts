@@ -19,9 +19,11 @@ function rig(timing = {}) {
     ready: undefined as boolean | undefined,
     bfdUp: true,
     probeDelayMs: 0,
+    failWrites: false,
     announced: [] as { vips: string[]; exportTo: string[] }[],
     renewals: 0,
-    revoked: 0,
+    speaker: "speaker-1" as string | undefined,
+    renewedFor: [] as string[],
     drained: 0,
     events: [] as SkippedItem[],
   };
@@ -34,6 +36,7 @@ function rig(timing = {}) {
     pod: "ns/lb-1",
     target: {
       announce: (vips, exportTo) => {
+        if (state.failWrites) return Promise.reject(new Error("bird -p refused it"));
         state.announced.push({ vips, exportTo });
         return Promise.resolve();
       },
@@ -43,16 +46,14 @@ function rig(timing = {}) {
       },
     },
     lease: {
-      renew: () => {
+      renew: (speaker) => {
         state.renewals++;
-        return Promise.resolve();
-      },
-      revoke: () => {
-        state.revoked++;
+        state.renewedFor.push(speaker);
         return Promise.resolve();
       },
     },
     sessions: () => Promise.resolve(new Map([[RR, { established: true, bfdUp: state.bfdUp }]])),
+    speakerInstance: () => Promise.resolve(state.speaker),
     probe: async (): Promise<NodeRouteProbeResult> => {
       await new Promise((r) => setTimeout(r, state.probeDelayMs));
       return state.route
@@ -65,7 +66,7 @@ function rig(timing = {}) {
       state.events.push(...p);
       return Promise.resolve();
     },
-    timing: { tickMs: 20, leaseRenewMs: 20, staleAfterMs: 150, reportHoldAfterMs: 200, ...timing },
+    timing: { tickMs: 20, staleAfterMs: 150, reportHoldAfterMs: 200, ...timing },
   });
   const last = () => state.announced.at(-1);
   return { state, announcer, last };
@@ -132,13 +133,42 @@ describe("Announcer", () => {
     await announcer.stop();
   });
 
-  it("drain revokes the lease, withdraws through the speaker, and announces nothing afterwards", async () => {
+  it("stops renewing the lease while the speaker refuses the decision, so the watchdog withdraws", async () => {
+    const { state, announcer, last } = rig();
+    announcer.setCandidates(["10.1.1.1"]);
+    announcer.start();
+    await until(() => last()?.vips.length === 1 && state.renewals > 0);
+    state.failWrites = true;
+    announcer.setCandidates(["10.1.1.1", "10.1.1.2"]);
+    await new Promise((r) => setTimeout(r, 100));
+    const frozen = state.renewals;
+    await new Promise((r) => setTimeout(r, 300));
+    expect(state.renewals).toBe(frozen);
+    state.failWrites = false;
+    await until(() => last()?.vips.length === 2 && state.renewals > frozen);
+    await announcer.stop();
+  });
+
+  it("vouches for a restarted speaker only once a decision was written after it started", async () => {
+    const { state, announcer, last } = rig();
+    announcer.setCandidates(["10.1.1.1"]);
+    announcer.start();
+    await until(() => last()?.vips.length === 1 && state.renewedFor.at(-1) === "speaker-1");
+    const writes = state.announced.length;
+    state.speaker = "speaker-2";
+    await until(() => state.renewedFor.at(-1) === "speaker-2");
+    // A write (the same decision: SpeakerControl skips rewriting an identical config) came first.
+    expect(state.announced.length).toBeGreaterThan(writes);
+    await announcer.stop();
+  });
+
+  it("drain withdraws through the speaker, and announces and renews nothing afterwards", async () => {
     const { state, announcer, last } = rig();
     announcer.setCandidates(["10.1.1.1"]);
     announcer.start();
     await until(() => last()?.vips.length === 1);
     await announcer.drain(1_000);
-    expect({ revoked: state.revoked, drained: state.drained }).toEqual({ revoked: 1, drained: 1 });
+    expect(state.drained).toBe(1);
     const calls = state.announced.length;
     const renewals = state.renewals;
     announcer.setCandidates(["10.1.1.1", "10.1.1.2"]);

@@ -4,6 +4,7 @@
 // (the reconciler hands it new candidates at once), and renews the speaker's announcement lease
 // only while its own view is fresh, so a dead or hung controller is withdrawn by the speaker's
 // watchdog instead of leaving stale routes behind.
+import { ANNOUNCEMENT_LEASE } from "@portable-lb/core/config/lbImage";
 import type { Logger } from "pino";
 import { Gauge, type Registry } from "prom-client";
 import type { SkippedItem } from "../controller/desiredState.ts";
@@ -16,14 +17,18 @@ import {
 } from "./announceDecision.ts";
 import type { NodeRouteProbeOptions, NodeRouteProbeResult } from "./nodeRouteProbe.ts";
 
-/** What the Announcer drives: the speaker's config (SpeakerControl) and its announcement lease. */
+/**
+ * What the Announcer drives: the speaker's config (SpeakerControl, whose drain also revokes the
+ * lease) and the announcement lease (bgp/announcementLease.ts), renewed only while the Announcer
+ * vouches for what BIRD holds.
+ */
 export interface AnnouncementTarget {
   announce(vips: string[], exportTo: string[]): Promise<unknown>;
   drain(timeoutMs: number): Promise<void>;
 }
-export interface AnnouncementLeaseLike {
-  renew(): Promise<void>;
-  revoke(): Promise<void>;
+export interface RenewableLease {
+  /** Vouches for what the BIRD of speaker instance `speaker` holds. */
+  renew(speaker: string): Promise<void>;
 }
 
 export interface AnnouncerTiming {
@@ -33,8 +38,7 @@ export interface AnnouncerTiming {
   answerTimeoutMs: number;
   /** Consecutive failed node-route checks that withdraw a pool's VIPs (one lost packet is not a loss). */
   failuresToWithdraw: number;
-  /** How often the lease is renewed, and how old the last completed check may be for it to be. */
-  leaseRenewMs: number;
+  /** How old the last completed check may be for the lease to be renewed (ANNOUNCEMENT_LEASE.renewMs apart). */
   staleAfterMs: number;
   /** A hold that lasts this long becomes a Warning Event on the pod (a join's holds pass quickly). */
   reportHoldAfterMs: number;
@@ -47,8 +51,7 @@ export const DEFAULT_ANNOUNCER_TIMING: AnnouncerTiming = {
   connectTimeoutMs: 200,
   answerTimeoutMs: 300,
   failuresToWithdraw: 2,
-  leaseRenewMs: 200,
-  staleAfterMs: 800,
+  staleAfterMs: 1_500,
   reportHoldAfterMs: 15_000,
 };
 
@@ -61,9 +64,11 @@ export interface AnnouncerOptions {
   /** namespace/name of this pod, for Events. */
   pod: string;
   target: AnnouncementTarget;
-  lease: AnnouncementLeaseLike;
+  lease: RenewableLease;
   /** Per reflector address: BGP established, BFD Up (one read of BIRD's state). */
   sessions: () => Promise<ReadonlyMap<string, SessionGate>>;
+  /** The running speaker's id (undefined before one started): renewals name the one configured. */
+  speakerInstance: () => Promise<string | undefined>;
   probe: (o: NodeRouteProbeOptions) => Promise<NodeRouteProbeResult>;
   registry: Registry;
   log: Logger;
@@ -89,6 +94,14 @@ export class Announcer {
   private stopped = false;
   private lastTickAt = 0;
   private last: AnnounceDecision | undefined;
+  /** The speaker the last tick saw running: decisions written after that reach its BIRD. */
+  private speaker: string | undefined;
+  /**
+   * The speaker whose BIRD holds a decision of this Announcer (the last write succeeded): what the
+   * lease vouches for. A restarted speaker's BIRD starts on an older config, and a failed write
+   * leaves BIRD with what this pod may no longer deliver: neither is vouched for.
+   */
+  private vouchedFor: string | undefined;
   /** Since when each hold (reason + subject) has held. */
   private readonly holdSince = new Map<string, number>();
   private loop: Promise<void> | undefined;
@@ -139,13 +152,12 @@ export class Announcer {
 
   start(): void {
     this.loop = this.run();
-    this.leaseTimer = setInterval(() => void this.renewLease(), this.t.leaseRenewMs);
+    this.leaseTimer = setInterval(() => void this.renewLease(), ANNOUNCEMENT_LEASE.renewMs);
   }
 
   /** Withdraws everything for good (preStop or SIGTERM) and waits (bounded) until it is out. */
   async drain(timeoutMs: number): Promise<void> {
     this.draining = true;
-    await this.o.lease.revoke().catch((err: unknown) => this.o.log.warn({ err }, "cannot revoke the lease"));
     this.gauges.announced.set(0);
     await this.o.target.drain(timeoutMs);
   }
@@ -175,7 +187,7 @@ export class Announcer {
 
   private async tick(): Promise<void> {
     const sources = probeSources(this.candidates, this.o.pools);
-    const [results, sessions] = await Promise.all([
+    const [results, , sessions] = await Promise.all([
       Promise.all(
         [...sources].map(async ([pool, vip]) => {
           const result = await this.o.probe({
@@ -189,6 +201,7 @@ export class Announcer {
           return [pool, result] as const;
         }),
       ),
+      this.o.speakerInstance().then((s) => (this.speaker = s)),
       // BIRD not answering (not started yet, or hung) changes nothing: the last known state stands.
       this.o.sessions().catch((err: unknown) => {
         this.o.log.debug({ err }, "cannot read the BGP sessions");
@@ -239,24 +252,30 @@ export class Announcer {
     });
     this.observe(d);
     if (this.draining) return; // drain() owns the speaker from here on
+    const speaker = this.speaker;
     try {
       await this.o.target.announce(d.vips, d.exportTo);
+      if (this.last === d) this.vouchedFor = speaker;
     } catch (err) {
-      this.o.log.error({ err }, "the speaker refused the announcements; the last good ones stay");
+      // What BIRD holds is no longer what this pod can deliver: the lease lapses, and the speaker's
+      // watchdog withdraws everything until a write succeeds.
+      if (this.last === d) this.vouchedFor = undefined;
+      this.o.log.error({ err }, "the speaker refused the announcements; withdrawing until it takes them");
     }
   }
 
   private observe(d: AnnounceDecision): void {
     const before = this.last;
     this.last = d;
+    if (!before || before.vips.join() !== d.vips.join() || before.exportTo.join() !== d.exportTo.join()) {
+      this.o.log.info({ vips: d.vips.length, exportTo: d.exportTo, holds: d.holds }, "announcements decided");
+    }
     this.gauges.announced.set(d.vips.length);
     this.gauges.ready.set(this.ready === undefined ? -1 : this.ready ? 1 : 0);
     for (const [pool, c] of this.pools) this.gauges.routeOk.set({ pool }, c.ok ? 1 : 0);
     for (const r of this.o.reflectors) this.gauges.exporting.set({ peer: r }, d.exportTo.includes(r) ? 1 : 0);
     this.gauges.holds.reset();
     for (const h of d.holds) this.gauges.holds.inc({ reason: h.reason });
-    if (!before || before.vips.join() !== d.vips.join() || before.exportTo.join() !== d.exportTo.join())
-      this.o.log.info({ vips: d.vips.length, exportTo: d.exportTo, holds: d.holds }, "announcements decided");
     this.reportLongHolds(d.holds);
   }
 
@@ -289,9 +308,9 @@ export class Announcer {
   }
 
   private async renewLease(): Promise<void> {
-    if (this.draining || this.stopped) return;
+    if (this.draining || this.stopped || this.vouchedFor === undefined) return;
     // A stuck check (or event loop) stops the renewals: the speaker's watchdog then withdraws.
     if (Date.now() - this.lastTickAt > this.t.staleAfterMs) return;
-    await this.o.lease.renew().catch((err: unknown) => this.o.log.warn({ err }, "cannot renew the lease"));
+    await this.o.lease.renew(this.vouchedFor);
   }
 }

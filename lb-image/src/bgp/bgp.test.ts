@@ -1,6 +1,5 @@
 import { announcedVips } from "./announcements.ts";
-import { parseProtocols, sessionProblem } from "./sessionMonitor.ts";
-import { exportedPerSession } from "./speakerControl.ts";
+import { sessionProblem } from "./sessionMonitor.ts";
 
 describe("announcedVips", () => {
   const svc = (vip: string, weights: number[]) => ({
@@ -23,64 +22,6 @@ describe("announcedVips", () => {
     // One port of a VIP with a ready backend is enough to keep the VIP.
     expect(announcedVips([svc("10.1.1.3", [0]), { ...svc("10.1.1.3", [1]), port: 443 }])).toEqual([
       "10.1.1.3",
-    ]);
-  });
-});
-
-describe("exportedPerSession", () => {
-  it("reads the exported route count of each established session from birdc show protocols all", () => {
-    const text = [
-      "BIRD 2.0.12 ready.",
-      "Name       Proto      Table      State  Since         Info",
-      "device1    Device     ---        up     18:08:11.019  ",
-      "reflector_1 BGP        ---        up     18:08:12.100  Established   ",
-      "  BGP state:          Established",
-      "  Channel ipv4",
-      "    State:          UP",
-      "    Routes:         0 imported, 2 exported, 0 preferred",
-      "reflector_2 BGP        ---        start  18:08:11.019  Active        ",
-      "  BGP state:          Active",
-      "  Channel ipv4",
-      "    State:          DOWN",
-      "reflector_3 BGP        ---        up     18:08:12.100  Established   ",
-      "    Routes:         0 imported, 0 exported, 0 preferred",
-    ].join("\n");
-    expect([...exportedPerSession(text)]).toEqual([
-      ["reflector_1", 2],
-      ["reflector_3", 0],
-    ]);
-  });
-});
-
-describe("parseProtocols", () => {
-  it("reads each BGP session's state, last change and last error from birdc show protocols all", () => {
-    const text = [
-      "BIRD 2.0.12 ready.",
-      "Name       Proto      Table      State  Since         Info",
-      "device1    Device     ---        up     18:08:11.019  ",
-      "",
-      "vips       Static     master4    up     18:08:11.019  ",
-      "  Channel ipv4",
-      "    State:          UP",
-      "",
-      "reflector_1 BGP        ---        up     18:08:12.100  Established   ",
-      "  BGP state:          Established",
-      "    Neighbor address: 10.244.1.1",
-      "",
-      "reflector_2 BGP        ---        start  18:08:11.019  Idle          BGP Error: Bad peer AS",
-      "  BGP state:          Idle",
-      "    Neighbor address: 10.244.2.1",
-      "    Last error:       BGP Error: Bad peer AS",
-    ].join("\n");
-    expect(parseProtocols(text)).toEqual([
-      { name: "reflector_1", established: true, since: "18:08:12.100", info: "Established" },
-      {
-        name: "reflector_2",
-        established: false,
-        since: "18:08:11.019",
-        info: "Idle          BGP Error: Bad peer AS",
-        lastError: "BGP Error: Bad peer AS",
-      },
     ]);
   });
 });

@@ -1,55 +1,40 @@
-// Watches the speaker's BGP sessions through BIRD's control socket (`birdc show protocols`, BIRD
-// has no push interface): session state and last change as metrics, and callbacks when an
-// established session drops or a session cannot be established (a wrong AS number or password, an
-// unreachable reflector), which the controller turns into Warning Events on its Pod. BIRD itself
-// keeps retrying, backing off per `error wait time`; nothing here touches the data plane.
+// Watches the speaker's BGP and BFD sessions through BIRD's control socket (BIRD has no push
+// interface): per reflector, whether the BGP session is established and the BFD session Up and
+// since when, as the controller's view and as metrics, and callbacks when an established session
+// drops or a session cannot be established (a wrong AS number or password, an unreachable
+// reflector), which the controller turns into Warning Events on its Pod. BIRD itself keeps
+// retrying, backing off per `error wait time`; nothing here touches the data plane.
 import { Counter, Gauge, type Registry } from "prom-client";
-import { run } from "../dataplane/exec.ts";
-
-export interface SessionState {
-  name: string;
-  established: boolean;
-  /** Its last state change as BIRD prints it, e.g. "18:08:12.100"; absent when BIRD did not answer. */
-  since?: string;
-  /** BIRD's info column, e.g. "Established" or "Active  Socket: Connection refused". */
-  info: string;
-  /** The "Last error:" of `show protocols all`, which BIRD keeps until the session is up again. */
-  lastError?: string;
-}
-
-/** The BGP sessions of `birdc show protocols all`: each header row, and its "Last error:" line. */
-export function parseProtocols(text: string): SessionState[] {
-  const sessions: SessionState[] = [];
-  let current: SessionState | undefined;
-  for (const line of text.split("\n")) {
-    const m = /^(\S+)\s+(\S+)\s+\S+\s+\S+\s+(\S+)\s*(.*)$/.exec(line);
-    if (m && !line.startsWith(" ")) {
-      const info = m[4]!.trim();
-      current =
-        m[2] === "BGP"
-          ? { name: m[1]!, established: info.startsWith("Established"), since: m[3]!, info }
-          : undefined;
-      if (current) sessions.push(current);
-      continue;
-    }
-    const error = /^\s+Last error:\s+(.*)$/.exec(line);
-    if (error && current) current.lastError = error[1]!.trim();
-  }
-  return sessions;
-}
+import type { BirdControl } from "./birdControl.ts";
+import {
+  parseBfdSessions,
+  parseProtocols,
+  protocolUp,
+  reflectorSessions,
+  type ReflectorSession,
+} from "./birdOutput.ts";
 
 export interface SessionMonitorOptions {
-  socket: string;
-  /** Session name → the peer it talks to (reflector_1 → the first route reflector). */
-  peerOf: (session: string) => string;
+  bird: BirdControl;
+  /** The route reflectors' addresses (the sessions' neighbors), in the config's order. */
+  reflectors: readonly string[];
   registry: Registry;
   onDrop: (peer: string, info: string) => void;
   /** A session not established for `problemAfterMs`: what is wrong, as far as BIRD tells. */
   onProblem: (peer: string, problem: string) => void;
-  birdc?: [string, ...string[]];
   intervalMs?: number;
   /** Default 10 s: a first connect, or a reconnect after BIRD's error wait, takes a few seconds. */
   problemAfterMs?: number;
+}
+
+/** What one poll saw: each reflector's sessions, and whether BIRD exports the VIPs at all. */
+export interface SpeakerState {
+  reflectors: ReflectorSession[];
+  /**
+   * BIRD's `vips` protocol is up: false while the speaker's watchdog holds every VIP back (the
+   * announcement lease expired or was revoked); undefined when BIRD did not answer.
+   */
+  vipsEnabled?: boolean;
 }
 
 const PROBLEMS: [RegExp, string][] = [
@@ -91,9 +76,12 @@ export function sessionProblem(info: string): string {
 export class SessionMonitor {
   private readonly o: SessionMonitorOptions;
   private readonly up: Gauge;
+  private readonly bfdUp: Gauge;
+  private readonly vipsEnabled: Gauge;
   private readonly changes: Counter;
   private readonly lastChange: Gauge;
   private readonly downFor: Gauge;
+  /** Per reflector: established at the last poll. */
   private readonly last = new Map<string, boolean>();
   /** Since when each session has not been established (first poll, or when it dropped). */
   private readonly downSince = new Map<string, number>();
@@ -108,6 +96,17 @@ export class SessionMonitor {
       name: "portable_lb_bgp_session_up",
       help: "1 while the BGP session to the peer is established",
       labelNames: ["peer"],
+      registers,
+    });
+    this.bfdUp = new Gauge({
+      name: "portable_lb_bfd_session_up",
+      help: "1 while the BFD session to the peer is Up (absent for a peer without BFD)",
+      labelNames: ["peer"],
+      registers,
+    });
+    this.vipsEnabled = new Gauge({
+      name: "portable_lb_bgp_vips_enabled",
+      help: "1 while BIRD exports the VIPs at all; 0 while the speaker's watchdog holds them back (the announcement lease expired or was revoked)",
       registers,
     });
     this.changes = new Counter({
@@ -130,53 +129,65 @@ export class SessionMonitor {
     });
   }
 
-  /** One look at the sessions (also what the timer runs); BIRD not answering counts as all down. */
-  async poll(): Promise<SessionState[]> {
-    let sessions: SessionState[];
+  /**
+   * One look at the sessions, through one birdcl process (what the timer runs, and what a caller
+   * that decides on the state calls on its own tick); BIRD not answering counts as all down.
+   */
+  async poll(): Promise<SpeakerState> {
+    let state: SpeakerState;
     try {
-      sessions = parseProtocols(
-        await run(
-          [...(this.o.birdc ?? ["birdc"]), "-s", this.o.socket, "show", "protocols", "all"],
-          "",
-          5_000,
-        ),
-      );
+      const [protocols = "", bfd = ""] = await this.o.bird.runAll([
+        "show protocols all",
+        "show bfd sessions",
+      ]);
+      state = {
+        reflectors: reflectorSessions(this.o.reflectors, parseProtocols(protocols), parseBfdSessions(bfd)),
+        vipsEnabled: protocolUp(protocols, "vips") ?? false,
+      };
     } catch (err) {
-      sessions = [...this.last.keys()].map((name) => ({ name, established: false, info: String(err) }));
+      state = {
+        reflectors: this.o.reflectors.map((peer) => ({ peer, established: false, info: String(err) })),
+      };
     }
-    for (const s of sessions) {
-      const peer = this.o.peerOf(s.name);
-      const before = this.last.get(s.name);
+    const answered = state.vipsEnabled !== undefined;
+    if (answered) this.vipsEnabled.set(state.vipsEnabled ? 1 : 0);
+    for (const s of state.reflectors) {
+      const { peer } = s;
+      const before = this.last.get(peer);
+      // Until BIRD first answers (it starts on the controller's first config), there is no session to report on.
+      if (!answered && before === undefined) continue;
       this.up.set({ peer }, s.established ? 1 : 0);
+      if (s.bfd) this.bfdUp.set({ peer }, s.bfd.state === "Up" ? 1 : 0);
       if (before !== undefined && before !== s.established) {
         this.changes.inc({ peer });
         this.lastChange.set({ peer }, Date.now() / 1000);
         if (before) this.o.onDrop(peer, s.info);
       }
-      this.last.set(s.name, s.established);
-      this.checkDown(s, peer);
+      this.last.set(peer, s.established);
+      this.checkDown(s);
     }
-    return sessions;
+    return state;
   }
 
-  private checkDown(s: SessionState, peer: string): void {
+  private checkDown(s: ReflectorSession): void {
+    const { peer } = s;
     const now = Date.now();
     if (s.established) {
-      this.downSince.delete(s.name);
-      this.lastError.delete(s.name);
+      this.downSince.delete(peer);
+      this.lastError.delete(peer);
       this.downFor.set({ peer }, 0);
       return;
     }
     // The peer's NOTIFICATION ("Received: Bad peer AS") says why; the socket errors that follow
     // while the peer holds off our retries ("Connection closed") do not, so they never replace it.
-    const kept = this.lastError.get(s.name);
+    const kept = this.lastError.get(peer);
     const seen = s.lastError ?? (s.info.includes(":") ? s.info : undefined);
-    if (seen && !/Received:|Bad peer AS/.test(kept ?? "")) this.lastError.set(s.name, seen);
-    const since = this.downSince.get(s.name) ?? now;
-    this.downSince.set(s.name, since);
+    if (seen && !/Received:|Bad peer AS/.test(kept ?? "")) this.lastError.set(peer, seen);
+    const since = this.downSince.get(peer) ?? now;
+    this.downSince.set(peer, since);
     this.downFor.set({ peer }, (now - since) / 1000);
     const after = this.o.problemAfterMs ?? 10_000;
-    const error = this.lastError.get(s.name);
+    const error = this.lastError.get(peer);
     // Reported once BIRD has said what failed, or, when it says nothing (no answer), a while later.
     if (now - since >= (error ? after : 2 * after)) this.o.onProblem(peer, sessionProblem(error ?? s.info));
   }

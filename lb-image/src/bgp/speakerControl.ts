@@ -1,37 +1,33 @@
 // Drives the speaker container's BIRD declaratively: renders the whole config for the VIPs to
-// announce, has BIRD's own parser check it, swaps it in atomically and asks BIRD to reload
-// (`birdc configure`, which changes only the routes that differ). Before BIRD runs, writing the
-// file is enough: the speaker starts BIRD on the first config it finds.
+// announce and the reflectors to export them to, has BIRD's own parser check it, swaps it in
+// atomically and asks BIRD to reload (`birdc configure`, which changes only the routes and exports
+// that differ; sessions stay up). Before BIRD runs, writing the file is enough: the speaker starts
+// BIRD on the first config it finds. Whether BIRD announces at all is the speaker's watchdog's
+// call, on the controller's announcement lease (announcementLease.ts), which drain revokes.
 import { renderSpeakerBird, type SpeakerConfigInput } from "@portable-lb/core/bgp";
+import { BIRD_RUN_FILES } from "@portable-lb/core/config/lbImage";
 import { existsSync } from "node:fs";
 import { readFile, rename, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { CommandError, run } from "../dataplane/exec.ts";
+import { run } from "../dataplane/exec.ts";
+import type { AnnouncementLease } from "./announcementLease.ts";
+import { BirdControl, birdNotRunning, waitUntilWithdrawn, type BirdClients } from "./birdControl.ts";
 
 export interface SpeakerControlOptions {
-  /** Everything but the VIPs (fixed for the pod's life). */
-  base: Omit<SpeakerConfigInput, "vips">;
+  /** Everything but the VIPs and where they go (fixed for the pod's life). */
+  base: Omit<SpeakerConfigInput, "vips" | "exportTo">;
   /** Holds bird.conf and BIRD's control socket bird.ctl (shared with the speaker container). */
   runDir: string;
+  /** The controller's announcement lease: the controller renews it, drain revokes it first. */
+  lease: AnnouncementLease;
   bird?: [string, ...string[]];
-  birdc?: [string, ...string[]];
-}
-
-/** "Routes: 0 imported, 2 exported, 0 preferred" → 2, per BGP session of `birdc show protocols all`. */
-export function exportedPerSession(text: string): Map<string, number> {
-  const out = new Map<string, number>();
-  let session: string | undefined;
-  for (const line of text.split("\n")) {
-    const header = /^(reflector_\d+)\s+BGP\b/.exec(line);
-    if (header) session = header[1];
-    const routes = /Routes:\s+\d+ imported, (\d+) exported/.exec(line);
-    if (session && routes) out.set(session, Number(routes[1]));
-  }
-  return out;
+  clients?: BirdClients;
 }
 
 export class SpeakerControl {
   private readonly o: SpeakerControlOptions;
+  readonly bird: BirdControl;
+  readonly lease: AnnouncementLease;
   private applied: string | undefined;
   // Writes run one at a time, in call order; once draining, every write announces nothing.
   private chain: Promise<unknown> = Promise.resolve();
@@ -40,24 +36,23 @@ export class SpeakerControl {
 
   constructor(o: SpeakerControlOptions) {
     this.o = o;
+    this.lease = o.lease;
+    this.bird = new BirdControl(join(o.runDir, BIRD_RUN_FILES.socket), o.clients);
   }
 
   get configFile(): string {
-    return join(this.o.runDir, "bird.conf");
-  }
-  private get socket(): string {
-    return join(this.o.runDir, "bird.ctl");
-  }
-  private birdc(...args: string[]): Promise<string> {
-    return run([...(this.o.birdc ?? ["birdc"]), "-s", this.socket, ...args]);
+    return join(this.o.runDir, BIRD_RUN_FILES.config);
   }
 
   /**
-   * Announces exactly `vips` (nothing once draining); resolves to whether the config changed.
-   * Rejects, changing nothing, if BIRD's parser refuses the config.
+   * Announces exactly `vips` (nothing once draining) on the sessions to the reflectors in
+   * `exportTo` (default: all); resolves to whether the config changed. Rejects, changing nothing,
+   * if `exportTo` names an address that is no reflector or BIRD's parser refuses the config.
    */
-  announce(vips: string[]): Promise<boolean> {
-    const next = this.chain.then(() => this.write(this.draining ? [] : vips));
+  announce(vips: string[], exportTo?: string[]): Promise<boolean> {
+    const next = this.chain.then(() =>
+      this.write(this.draining ? [] : vips, this.draining ? undefined : exportTo),
+    );
     this.chain = next.catch(() => undefined);
     return next;
   }
@@ -77,16 +72,19 @@ export class SpeakerControl {
 
   private async withdraw(timeoutMs: number): Promise<void> {
     this.draining = true;
-    // Fast path first: disabling the VIPs' protocol withdraws them at once, without waiting for a
-    // write in flight or for a render, parse and reconfigure. The empty config then makes it last
-    // (a reconfigure brings the protocol back, with nothing in it). Best effort: the write counts.
-    if (existsSync(this.socket)) await this.birdc("disable", "vips").catch(() => undefined);
+    // The lease first: from its next check on, the speaker's watchdog keeps the VIPs' protocol
+    // disabled, whatever the config says. Then the fast path, which does not wait for that check,
+    // for a write in flight or for a render, parse and reconfigure: disabling the protocol withdraws
+    // the VIPs at once. The empty config keeps nothing to announce should anything enable it again.
+    // Best effort, both: the empty config and the wait count.
+    await this.lease.revoke("the pod is stopping").catch(() => undefined);
+    if (this.bird.present) await this.bird.run(["disable", "vips"]).catch(() => undefined);
     await this.announce([]);
-    await this.waitWithdrawn(timeoutMs);
+    await waitUntilWithdrawn(this.bird, timeoutMs);
   }
 
-  private async write(vips: string[]): Promise<boolean> {
-    const config = renderSpeakerBird({ ...this.o.base, vips });
+  private async write(vips: string[], exportTo: string[] | undefined): Promise<boolean> {
+    const config = renderSpeakerBird({ ...this.o.base, vips, ...(exportTo && { exportTo }) });
     this.applied ??= existsSync(this.configFile) ? await readFile(this.configFile, "utf8") : undefined;
     if (config === this.applied) return false;
     const next = `${this.configFile}.next`;
@@ -100,27 +98,11 @@ export class SpeakerControl {
 
   /** BIRD not running (no socket, or a stale one) is fine: it reads the file when it starts. */
   private async reload(): Promise<void> {
-    if (!existsSync(this.socket)) return;
+    if (!this.bird.present) return;
     try {
-      await this.birdc("configure");
+      await this.bird.run(["configure"], 30_000);
     } catch (err) {
-      if (!(
-        err instanceof CommandError && /Unable to connect|Connection refused|No such file/.test(err.message)
-      ))
-        throw err;
-    }
-  }
-
-  /** Resolves once no session exports any route (the withdrawals are out), or rejects after `timeoutMs`. */
-  async waitWithdrawn(timeoutMs: number): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      if (!existsSync(this.socket)) return; // BIRD is not running: nothing is announced
-      const exported = exportedPerSession(await this.birdc("show", "protocols", "all"));
-      if ([...exported.values()].every((n) => n === 0)) return;
-      if (Date.now() > deadline)
-        throw new Error(`VIPs still exported after ${timeoutMs} ms: ${JSON.stringify([...exported])}`);
-      await new Promise((r) => setTimeout(r, 50));
+      if (!birdNotRunning(err)) throw err;
     }
   }
 }

@@ -4,15 +4,18 @@ import { CoordinationV1Api, CoreV1Api, type KubeConfig } from "@kubernetes/clien
 import { LB_STOP_TIMEOUTS, type LbConfig } from "@portable-lb/core/config";
 import { readFileSync } from "node:fs";
 import type { Server } from "node:http";
-import { join } from "node:path";
 import type { Logger } from "pino";
+import type { Registry } from "prom-client";
 import { Announcer, type AnnouncerTiming } from "../announce/announcer.ts";
 import { probeNodeRoute } from "../announce/nodeRouteProbe.ts";
-import { SessionMonitor, parseProtocols } from "../bgp/sessionMonitor.ts";
+import { AnnouncementLease, speakerInstance } from "../bgp/announcementLease.ts";
+import { ControllerPresence } from "../bgp/controllerPresence.ts";
+import type { BirdClients } from "../bgp/birdControl.ts";
+import { SessionMonitor } from "../bgp/sessionMonitor.ts";
 import { SpeakerControl } from "../bgp/speakerControl.ts";
 import { chooseEngine } from "../dataplane/chooseEngine.ts";
 import type { DataPlaneEngine } from "../dataplane/engine.ts";
-import { run, withPrefix } from "../dataplane/exec.ts";
+import { withPrefix } from "../dataplane/exec.ts";
 import { LocalVips } from "../dataplane/localVips.ts";
 import { HealthChecker } from "../health/healthChecker.ts";
 import { probe, type Probe } from "../health/probe.ts";
@@ -25,7 +28,7 @@ import { ControllerMetrics } from "./metrics.ts";
 import { Reconciler } from "./reconciler.ts";
 import { statusWriter } from "./statusWriter.ts";
 
-function bgpSpeaker(o: ControllerOptions): SpeakerControl | undefined {
+function bgpSpeaker(o: ControllerOptions, registry: Registry): SpeakerControl | undefined {
   const bgp = o.config.bgp;
   if (o.config.routingMode !== "bgp" || !bgp || !o.speaker) return undefined;
   return new SpeakerControl({
@@ -40,8 +43,9 @@ function bgpSpeaker(o: ControllerOptions): SpeakerControl | undefined {
       ...(bgp.passwordFile && { password: readFileSync(bgp.passwordFile, "utf8").trim() }),
     },
     runDir: o.speaker.runDir,
+    lease: new AnnouncementLease({ runDir: o.speaker.runDir, holder: "controller", registry, log: o.log }),
     ...(o.speaker.bird && { bird: o.speaker.bird }),
-    ...(o.speaker.birdc && { birdc: o.speaker.birdc }),
+    ...(o.speaker.clients && { clients: o.speaker.clients }),
   });
 }
 
@@ -64,7 +68,7 @@ export interface ControllerOptions {
     nodeIp: string;
     runDir: string;
     bird?: [string, ...string[]];
-    birdc?: [string, ...string[]];
+    clients?: BirdClients;
   };
   /** The Announcer's checks and lease (tests shorten them). */
   announcerTiming?: Partial<AnnouncerTiming>;
@@ -120,14 +124,13 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
   });
   metrics.observeUnhealthy(() => health.unhealthyCount());
   metrics.observeVipConnections(() => engine.counters());
-  const speaker = bgpSpeaker(o);
+  const speaker = bgpSpeaker(o, metrics.registry);
   const sessions =
     speaker &&
     new SessionMonitor({
-      socket: join(o.speaker!.runDir, "bird.ctl"),
-      peerOf: (session) => o.config.bgp!.routeReflectors[Number(session.split("_")[1]) - 1] ?? session,
+      bird: speaker.bird,
+      reflectors: o.config.bgp!.routeReflectors,
       registry: metrics.registry,
-      ...(o.speaker!.birdc && { birdc: o.speaker!.birdc }),
       onDrop: (peer, info) =>
         void events.report([
           {
@@ -150,6 +153,7 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
     });
   const announcer =
     speaker &&
+    sessions &&
     new Announcer({
       pools: o.config.vipPools.map((p) => p.cidr),
       reflectors: o.config.bgp!.routeReflectors,
@@ -158,29 +162,16 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
       nodeAgentPort: o.config.ports.nodeAgent,
       pod: `${o.namespace}/${o.identity}`,
       target: speaker,
-      lease: { renew: () => Promise.resolve(), revoke: () => Promise.resolve() },
+      lease: speaker.lease,
+      // The Announcer's tick is the session monitor's poll too (its metrics and Events).
       sessions: async () => {
-        const states = parseProtocols(
-          await run(
-            [
-              ...(o.speaker!.birdc ?? ["birdc"]),
-              "-s",
-              join(o.speaker!.runDir, "bird.ctl"),
-              "show",
-              "protocols",
-            ],
-            "",
-            2_000,
-          ),
-        );
-        const reflectors = o.config.bgp!.routeReflectors;
+        const state = await sessions.poll();
+        if (state.vipsEnabled === undefined) throw new Error("BIRD did not answer");
         return new Map(
-          states.map((s) => [
-            reflectors[Number(s.name.split("_")[1]) - 1] ?? s.name,
-            { established: s.established, bfdUp: s.established },
-          ]),
+          state.reflectors.map((r) => [r.peer, { established: r.established, bfdUp: r.bfd?.state === "Up" }]),
         );
       },
+      speakerInstance: () => speakerInstance(o.speaker!.runDir),
       probe: probeNodeRoute,
       registry: metrics.registry,
       log: o.log,
@@ -234,8 +225,9 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
     });
     o.log.info(result, result.quiet ? "drained" : "drain timed out; connections still arrived");
   };
+  // From here on the speaker's watchdog sees this process; its death closes the socket at once.
+  const presence = speaker && (await ControllerPresence.listen(o.speaker!.runDir));
   elector.start();
-  sessions?.start();
   announcer?.start();
   await watch.start();
   return {
@@ -248,6 +240,7 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
       await drainConnections();
       reconciler.stop();
       await announcer?.stop();
+      await presence?.close();
       health.stop();
       sessions?.stop();
       await elector.stop();

@@ -1,15 +1,22 @@
 // The BGP speaker container's process: waits for the controller's first BIRD config, checks it with
 // BIRD's own parser, then runs BIRD in the foreground, so the container lives and dies with it. The
-// controller owns the config and reloads BIRD through the control socket; this only starts and stops
-// the daemon.
+// controller owns the config and reloads BIRD through the control socket; this starts and stops
+// the daemon, and its watchdog (leaseWatchdog.ts) withdraws every VIP when the controller stops
+// renewing its announcement lease.
+import { BIRD_RUN_FILES } from "@portable-lb/core/config/lbImage";
 import { spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
 import { statSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "pino";
+import { BirdControl } from "../bgp/birdControl.ts";
+import { writeFileAtomic } from "../common/atomicFile.ts";
 import { CommandError, run } from "../dataplane/exec.ts";
+import { LeaseWatchdog } from "./leaseWatchdog.ts";
 
 export interface SpeakerOptions {
-  /** BIRD's config, written by the controller. */
+  /** BIRD's config, written by the controller; the announcement lease and the gate are beside it. */
   config: string;
   /** BIRD's control socket (the controller and the liveness probe use it). */
   socket: string;
@@ -58,6 +65,26 @@ async function waitForFile(file: string, waitMs: number, log: Logger, stop: Abor
  * a wait at once, or stops BIRD with SIGTERM, its clean shutdown (SIGINT would kill it outright).
  */
 export async function runSpeaker(o: SpeakerOptions, stop: AbortSignal): Promise<number> {
+  // Before BIRD first reads its config: the gate it includes must already hold the verdict, and
+  // this speaker's id must be there for the controller to name once it has configured this BIRD.
+  const runDir = dirname(o.config);
+  const instance = randomUUID();
+  await writeFileAtomic(join(runDir, BIRD_RUN_FILES.speaker), `${instance}\n`, "speaker");
+  const watchdog = new LeaseWatchdog({
+    runDir,
+    instance,
+    bird: new BirdControl(o.socket),
+    log: o.log.child({ part: "watchdog", speaker: instance }),
+  });
+  await watchdog.start();
+  try {
+    return await superviseBird(o, stop, watchdog);
+  } finally {
+    watchdog.stop();
+  }
+}
+
+async function superviseBird(o: SpeakerOptions, stop: AbortSignal, watchdog: LeaseWatchdog): Promise<number> {
   if (!(await waitForFile(o.config, o.waitMs, o.log, stop))) {
     if (stop.aborted) {
       o.log.info({ reason: String(stop.reason) }, "stopped before BIRD started");
@@ -83,6 +110,7 @@ export async function runSpeaker(o: SpeakerOptions, stop: AbortSignal): Promise<
   });
   const onStop = () => child.kill("SIGTERM");
   stop.addEventListener("abort", onStop, { once: true });
+  watchdog.birdStarted();
   o.log.info({ pid: child.pid, config: o.config, socket: o.socket }, "BIRD started");
   return new Promise((resolve) => {
     child.once("error", (err) => {

@@ -121,10 +121,14 @@ export class LbPod {
    */
   async stopGracefully(): Promise<void> {
     const [pre] = await Promise.all([
-      this.o.ns.exec(bin(LB_COMMANDS.withdraw), ["--config", this.configFile], {
-        env: { PATH },
-        timeoutMs: 30_000,
-      }),
+      this.o.ns.exec(
+        bin(LB_COMMANDS.withdraw),
+        ["--port", String(this.#config.ports.health), "--run-dir", this.birdDir],
+        {
+          env: { PATH },
+          timeoutMs: 30_000,
+        },
+      ),
       this.get(this.#config.ports.health, LB_HTTP_PATHS.prestop),
     ]);
     if (pre.code !== 0) throw new NetnsError(`${this.o.name}: preStop failed: ${pre.stderr}${pre.stdout}`);

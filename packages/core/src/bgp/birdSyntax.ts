@@ -75,12 +75,19 @@ export function birdSessionStatements(options: BirdSessionOptions): string[] {
   ];
 }
 
-/** One iBGP protocol per neighbor, `<template>_<n>`, everything else coming from the template. */
-export function birdSessions(template: string, neighbors: readonly string[]): string[] {
+/**
+ * One iBGP protocol per neighbor, `<template>_<n>`, everything else coming from the template but
+ * what `body` adds for a neighbor.
+ */
+export function birdSessions(
+  template: string,
+  neighbors: readonly string[],
+  body: (neighbor: string) => string[] = () => [],
+): string[] {
   return neighbors.flatMap((neighbor, i) => [
     "",
     `protocol bgp ${template}_${i + 1} from ${template} {`,
-    ...indent([`neighbor ${neighbor} internal;`]),
+    ...indent([`neighbor ${neighbor} internal;`, ...body(neighbor)]),
     "}",
   ]);
 }

@@ -14,6 +14,7 @@ import {
   routerInput,
   routerPairInput,
   speakerDrainingInput,
+  speakerExportGatedInput,
   speakerInput,
 } from "./testInputs.ts";
 import { renderSpeakerBird } from "./speakerBird.ts";
@@ -40,6 +41,7 @@ const renderers: Record<string, Renderer<unknown>> = {
     golden: {
       "speaker.bird.conf": speakerInput,
       "speaker-draining-password.bird.conf": speakerDrainingInput,
+      "speaker-export-gated.bird.conf": speakerExportGatedInput,
     },
     arbitrary: arbitrarySpeakerInput,
     runs: 6,

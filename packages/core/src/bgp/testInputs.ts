@@ -82,6 +82,13 @@ export const speakerDrainingInput: SpeakerConfigInput = {
   password,
 };
 
+/** Two reflectors, exporting to the first only (the second's BFD session is not Up yet). */
+export const speakerExportGatedInput: SpeakerConfigInput = {
+  ...speakerInput,
+  routeReflectors: ["172.16.0.5", "172.16.3.0"],
+  exportTo: ["172.16.0.5"],
+};
+
 const octet = fc.integer({ min: 0, max: 255 });
 /** Unicast-looking first octet: BIRD and FRR reject 0.x, loopback and multicast neighbors. */
 const firstOctet = fc.integer({ min: 1, max: 223 }).filter((n) => n !== 127);
@@ -184,12 +191,17 @@ export const arbitrarySpeakerInput: fc.Arbitrary<SpeakerConfigInput> = fc
         addresses: distinctAddresses(2 + reflectors),
         vips: fc.uniqueArray(ipv4, { maxLength: 20 }),
         gracefulRestartS: fc.integer({ min: 0, max: 4095 }),
+        // Which reflectors get the VIPs; undefined: all.
+        exported: fc.option(fc.array(fc.boolean(), { minLength: reflectors, maxLength: reflectors }), {
+          nil: undefined,
+        }),
       })
-      .map(({ addresses, password, ...rest }) => ({
+      .map(({ addresses, password, exported, ...rest }) => ({
         ...rest,
         routerId: addresses[0]!,
         nextHop: addresses[1]!,
         routeReflectors: addresses.slice(2),
+        ...(exported && { exportTo: addresses.slice(2).filter((_, i) => exported[i]) }),
         ...(password !== undefined && { password }),
       })),
   );

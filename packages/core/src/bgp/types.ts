@@ -65,6 +65,11 @@ export interface SpeakerConfigInput {
   nextHop: string;
   /** The VIPs this pod announces now: programmed, with at least one ready endpoint. */
   vips: string[];
+  /**
+   * The reflectors (of `routeReflectors`) the VIPs are exported to; the others' sessions stay up
+   * but carry nothing (e.g. until their BFD session is Up). All of them when omitted.
+   */
+  exportTo?: string[];
   bfd: BfdTimers;
   timers: BgpTimers;
   gracefulRestartS: number;

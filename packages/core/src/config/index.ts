@@ -28,6 +28,8 @@ export {
 export { REQUESTED_VIPS_ANNOTATION, VIP_POOL_ANNOTATION } from "./annotations.ts";
 export { HEALTH_CHECK_ANNOTATION, parseHealthCheck, type HealthCheckSpec } from "./healthCheck.ts";
 export {
+  ANNOUNCEMENT_LEASE,
+  BIRD_RUN_FILES,
   CONTROLLER_MEMORY,
   DEFAULT_LB_IMAGE,
   LB_APP_LABEL,

@@ -14,10 +14,12 @@ export const LB_COMMANDS = {
 } as const;
 
 /**
- * The stop sequence's bounds: the preStop hook (`portable-lb-withdraw`) waits this long at most for
- * the controller's withdrawal; the controller's own wait for it is shorter, so the hook hears why.
+ * The stop sequence's bounds: the preStop hook (`portable-lb-withdraw`) takes this long at most; it
+ * waits `controllerS` for the controller's withdrawal (which takes well under a second when the
+ * controller works) and withdraws through BIRD's socket itself when none came. The controller's own
+ * wait for the withdrawal (`withdrawS`) is shorter than the hook's, so the hook hears why it failed.
  */
-export const LB_STOP_TIMEOUTS = { preStopS: 20, withdrawS: 15 } as const;
+export const LB_STOP_TIMEOUTS = { preStopS: 20, withdrawS: 15, controllerS: 5 } as const;
 
 /** The label every LB pod carries: the Deployment's selector, and how the node agent finds its pod. */
 export const LB_APP_LABEL = "portable-lb-controller";
@@ -40,9 +42,43 @@ export const LB_PATHS = {
   configFile: "/etc/portable-lb/config.json",
   bgpPasswordDir: "/etc/portable-lb/bgp",
   bgpPasswordFile: "/etc/portable-lb/bgp/password",
-  /** Shared by controller and speaker: BIRD's config and control socket. */
+  /** Shared by controller and speaker: the files of BIRD_RUN_FILES. */
   birdRunDir: "/run/bird",
 } as const;
+
+/** The files in LB_PATHS.birdRunDir, the emptyDir the controller and the speaker share. */
+export const BIRD_RUN_FILES = {
+  /** BIRD's config, rendered by the controller. */
+  config: "bird.conf",
+  /** BIRD's control socket. */
+  socket: "bird.ctl",
+  /** The controller's announcement lease (ANNOUNCEMENT_LEASE), which the speaker's watchdog follows. */
+  lease: "announce.lease",
+  /**
+   * The running speaker's id, written before it starts BIRD. A renewal names the speaker whose BIRD
+   * holds the controller's current decision; a restarted speaker's BIRD starts on an older config,
+   * so its watchdog waits for a renewal naming it (the controller has configured it since).
+   */
+  speaker: "speaker.instance",
+  /** The controller's presence socket: the speaker's watchdog stays connected, and learns of its death at once. */
+  controllerSocket: "controller.sock",
+  /**
+   * The watchdog's verdict on the lease (`disabled yes;` or `disabled no;`), which the config's
+   * `protocol static vips` includes, so a reconfigure keeps it. Next to the config: BIRD resolves
+   * a relative include from the including file's folder.
+   */
+  vipsGate: "vips-gate.conf",
+} as const;
+
+/**
+ * The announcement lease: while it vouches for what BIRD announces, the controller renews it every
+ * `renewMs`; the speaker reads it every `checkMs` and withdraws every VIP once it has seen no
+ * renewal for `ttlMs` (a hung controller: within ttlMs + checkMs of its last renewal), at once when
+ * the controller revokes it (drain), and at once when the controller's process is gone (its
+ * presence socket closes, BIRD_RUN_FILES.controllerSocket). The TTL covers a hang only: at 600 ms
+ * a loaded 2-core machine (load 17) withdrew healthy pods, whose renewals paused up to 850 ms.
+ */
+export const ANNOUNCEMENT_LEASE = { renewMs: 200, ttlMs: 1_500, checkMs: 100 } as const;
 
 /** The controller serves /healthz, /readyz and /prestop here, and /metrics on the metrics port. */
 export const LB_HTTP_PATHS = {

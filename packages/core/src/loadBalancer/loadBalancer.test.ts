@@ -138,7 +138,8 @@ describe("LoadBalancer", () => {
     expect(speaker.securityContext.capabilities).toEqual({ drop: ["ALL"], add: ["NET_BIND_SERVICE"] });
     expect(speaker.securityContext.privileged).toBe(false);
     expect(controller.lifecycle.preStop.httpGet.path).toBe("/prestop");
-    expect(speaker.lifecycle.preStop.exec.command).toEqual(["portable-lb-withdraw"]);
+    // The speaker container mounts no LB config: the controller's health port is an argument.
+    expect(speaker.lifecycle.preStop.exec.command).toEqual(["portable-lb-withdraw", "--port", "9151"]);
     // The kubelet waits for preStop (at most 20 s), the drain (drain.timeoutS, 30 s) and 5 s to exit.
     expect(pod.terminationGracePeriodSeconds).toBe(55);
     expect(controller.readinessProbe.httpGet).toEqual({ path: "/readyz", port: "health" });

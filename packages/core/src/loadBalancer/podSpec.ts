@@ -5,6 +5,7 @@ import type * as k8s from "@pulumi/kubernetes";
 import type { LbConfig } from "../config/lbConfig.ts";
 import { minimalSecurityContext } from "../containerSecurity.ts";
 import {
+  BIRD_RUN_FILES,
   CONTROLLER_MEMORY,
   LB_APP_LABEL,
   LB_COMMANDS,
@@ -94,9 +95,16 @@ function speaker(input: LbPodSpecInput): Container {
     env: downwardEnv,
     // BIRD listens on port 179; it touches no kernel routes, so it needs nothing else.
     securityContext: minimalSecurityContext(["NET_BIND_SERVICE"]),
-    lifecycle: { preStop: { exec: { command: [LB_COMMANDS.withdraw] } } },
+    // This container has no LB config: the controller's health port comes as an argument.
+    lifecycle: {
+      preStop: {
+        exec: { command: [LB_COMMANDS.withdraw, "--port", String(input.config.ports.health)] },
+      },
+    },
     livenessProbe: {
-      exec: { command: ["birdc", "-s", `${LB_PATHS.birdRunDir}/bird.ctl`, "show", "status"] },
+      exec: {
+        command: ["birdc", "-s", `${LB_PATHS.birdRunDir}/${BIRD_RUN_FILES.socket}`, "show", "status"],
+      },
       periodSeconds: 10,
       failureThreshold: 3,
     },

@@ -7,7 +7,17 @@
 // owner was killed.
 import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import {
+  cpSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { constants } from "node:os";
 import { dirname, join } from "node:path";
 import { runInThisContext } from "node:vm";
@@ -269,7 +279,15 @@ export function deleteNamespacesNow(namespaces: readonly string[], where: string
   return killed;
 }
 
+/** Where a destroyed lab's logs are kept, when asked (e.g. in CI, to read after a failed test). */
+const KEEP_LOGS = process.env.PORTABLE_LB_KEEP_LAB_LOGS;
+
 function removeFilesNow(state: LabState, stateFile: string): void {
+  if (KEEP_LOGS)
+    cpSync(state.dir, join(KEEP_LOGS, `${state.name}-${state.id}`), {
+      recursive: true,
+      filter: (src) => !lstatSync(src).isSocket(),
+    });
   rmSync(state.dir, { recursive: true, force: true });
   rmSync(stateFile, { force: true });
 }
