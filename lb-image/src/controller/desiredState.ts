@@ -37,6 +37,8 @@ export interface SkippedItem {
   /** namespace/name of the object the problem is reported on. */
   object: string;
   kind: "Service" | "EndpointSlice" | "Pod";
+  /** The object's uid: `kubectl describe` shows only the Events that carry it. */
+  uid?: string | undefined;
   reason: string;
   message: string;
 }
@@ -53,8 +55,15 @@ export function isOurs(svc: V1Service, loadBalancerClass: string): boolean {
   return svc.spec?.type === "LoadBalancer" && svc.spec.loadBalancerClass === loadBalancerClass;
 }
 
-function nameOf(o: { metadata?: { namespace?: string; name?: string } }): string {
+type ObjectMeta = { metadata?: { namespace?: string; name?: string; uid?: string } };
+
+function nameOf(o: ObjectMeta): string {
   return `${o.metadata?.namespace ?? ""}/${o.metadata?.name ?? ""}`;
+}
+
+/** Which object a problem is reported on. */
+export function refOf(o: ObjectMeta): Pick<SkippedItem, "object" | "uid"> {
+  return { object: nameOf(o), uid: o.metadata?.uid };
 }
 
 /**
@@ -76,7 +85,7 @@ function healthCheckOf(svc: V1Service, skipped: SkippedItem[]): HealthCheckSpec 
     return parseHealthCheck(value);
   } catch (err) {
     skipped.push({
-      object: nameOf(svc),
+      ...refOf(svc),
       kind: "Service",
       reason: "InvalidHealthCheck",
       message: `annotation ${HEALTH_CHECK_ANNOTATION}: ${(err as Error).message} (got ${JSON.stringify(value)}); serving without active checks`,
@@ -121,7 +130,7 @@ function backendsOf(
     if (!target) continue;
     if (!Number.isInteger(target.port) || target.port! < 1 || target.port! > 65535) {
       skipped.push({
-        object: nameOf(slice),
+        ...refOf(slice),
         kind: "EndpointSlice",
         reason: "InvalidPort",
         message: `port ${JSON.stringify(target.port)} is not a valid port`,
@@ -134,7 +143,7 @@ function backendsOf(
       for (const ip of ep.addresses) {
         if (!isIpv4Address(ip)) {
           skipped.push({
-            object: nameOf(slice),
+            ...refOf(slice),
             kind: "EndpointSlice",
             reason: "InvalidAddress",
             message: `endpoint address ${JSON.stringify(ip)} is not an IPv4 address; skipped`,
@@ -177,7 +186,7 @@ export function desiredState(input: DesiredStateInput): DesiredState {
       const protocol = (port.protocol ?? "TCP").toLowerCase();
       if (protocol !== "tcp" && protocol !== "udp") {
         skipped.push({
-          object: nameOf(svc),
+          ...refOf(svc),
           kind: "Service",
           reason: "UnsupportedProtocol",
           message: `port ${port.name ?? port.port}: protocol ${port.protocol} is not supported; use TCP or UDP`,
@@ -186,7 +195,7 @@ export function desiredState(input: DesiredStateInput): DesiredState {
       }
       if (!Number.isInteger(port.port) || port.port < 1 || port.port > 65535) {
         skipped.push({
-          object: nameOf(svc),
+          ...refOf(svc),
           kind: "Service",
           reason: "InvalidPort",
           message: `port ${JSON.stringify(port.port)} is not a valid port (1-65535)`,
