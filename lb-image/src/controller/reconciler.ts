@@ -53,6 +53,13 @@ export class Reconciler {
   private allocated:
     | { services: V1Service[]; allocations: Allocation[]; problems: SkippedItem[]; written: boolean }
     | undefined;
+  /**
+   * Status writes that landed but that the watch cache may not show yet, by Service: the written
+   * Service, and the resourceVersion it was written over. While the cache still holds that version,
+   * allocation reads the written one: else a Service created meanwhile could be handed an address
+   * that has just been written to another.
+   */
+  private readonly ownWrites = new Map<string, { over: string | undefined; svc: V1Service }>();
 
   constructor(deps: ReconcilerDeps) {
     this.d = deps;
@@ -87,9 +94,10 @@ export class Reconciler {
     if (allocating) {
       // Allocation depends on the Services alone: when none changed since a run whose writes all
       // landed, it would write nothing new.
-      if (!this.allocated?.written || !sameItems(this.allocated.services, ours)) {
-        const result = allocate(ours, config.vipPools);
-        this.allocated = { services: ours, ...result, written: false };
+      const current = this.withOwnWrites(ours);
+      if (!this.allocated?.written || !sameItems(this.allocated.services, current)) {
+        const result = allocate(current, config.vipPools);
+        this.allocated = { services: current, ...result, written: false };
       }
       problems.push(...this.allocated.problems);
     }
@@ -133,6 +141,22 @@ export class Reconciler {
     await this.d.report(problems);
     if (allocating) notes.push(...classlessHints(view.services(), config.loadBalancerClass));
     if (notes.length) await this.d.report(notes, "Normal");
+  }
+
+  /** The cached Services, with own writes the cache does not show yet in place of the old versions. */
+  private withOwnWrites(services: V1Service[]): V1Service[] {
+    if (this.ownWrites.size === 0) return services;
+    const pending = new Map(this.ownWrites);
+    this.ownWrites.clear();
+    return services.map((svc) => {
+      const key = refOf(svc).object;
+      const own = pending.get(key);
+      // Any other version (or a new Service of that name) came after the write and shows it.
+      if (!own || own.over !== svc.metadata?.resourceVersion || own.svc.metadata?.uid !== svc.metadata?.uid)
+        return svc;
+      this.ownWrites.set(key, own);
+      return own.svc;
+    });
   }
 
   /**
@@ -181,6 +205,10 @@ export class Reconciler {
           continue;
         }
         progress = true;
+        this.ownWrites.set(a.service, {
+          over: svc.metadata?.resourceVersion,
+          svc: { ...svc, status: { loadBalancer: { ingress: a.vips.map((ip) => ({ ip })) } } },
+        });
         for (const ip of statusOf(svc)) hold(ip, a.service, false);
         for (const ip of a.vips) hold(ip, a.service, true);
         notes.push({ ...refOf(svc), kind: "Service", ...a.change! });

@@ -33,18 +33,13 @@ const config = lbConfigSchema.parse({
   bgp: { asn: 64512, routeReflectors: ["10.0.0.5"] },
 });
 const addresses = new PoolAddresses(vipPools);
-const NAMES = ["s0", "s1", "s2", "s3", "s4"];
-// In pools, the unusable .0 of pool a, outside every pool, not an address.
-const ASKABLE = [
-  "10.1.1.1",
-  "10.1.1.2",
-  "10.1.1.3",
-  "10.1.2.0",
-  "10.1.2.1",
-  "10.1.1.0",
-  "192.0.2.1",
-  "10.1.1.x",
-];
+const NAMES = ["s0", "s1", "s2", "s3"];
+// Mostly the addresses handed out first, so requests clash with statuses; now and then the
+// unusable .0 of pool a, one outside every pool, or no address at all.
+const askable = fc.oneof(
+  { arbitrary: fc.constantFrom("10.1.1.1", "10.1.1.2", "10.1.1.3", "10.1.2.0", "10.1.2.1"), weight: 6 },
+  { arbitrary: fc.constantFrom("10.1.1.0", "192.0.2.1", "10.1.1.x"), weight: 1 },
+);
 
 type Step =
   | { do: "create"; name: string; day: number; request?: string; pool?: string }
@@ -60,7 +55,7 @@ type Step =
 
 const name = fc.constantFrom(...NAMES);
 const request = fc.option(
-  fc.uniqueArray(fc.constantFrom(...ASKABLE), { minLength: 1, maxLength: 2 }).map((ips) => ips.join(",")),
+  fc.uniqueArray(askable, { minLength: 1, maxLength: 2 }).map((ips) => ips.join(",")),
   { nil: undefined },
 );
 const pool = fc.option(fc.constantFrom("a", "b", "zz"), { nil: undefined, freq: 2 });
@@ -298,7 +293,7 @@ function checkInvariants(before: Map<string, V1Service>, h: Harness, s: Step): v
 describe("VIP ownership under random sequences of events (property)", () => {
   it("never shares or moves a live VIP, and converges to the allocation once writes land", async () => {
     await fc.assert(
-      fc.asyncProperty(fc.array(step, { maxLength: 40 }), async (steps) => {
+      fc.asyncProperty(fc.array(step, { maxLength: 60, size: "max" }), async (steps) => {
         const h = new Harness();
         try {
           for (const s of steps) {
@@ -330,7 +325,24 @@ describe("VIP ownership under random sequences of events (property)", () => {
           h.stop();
         }
       }),
-      { numRuns: 300 },
+      {
+        numRuns: 300,
+        examples: [
+          // Found by this test: the watch shows s0's creation but not the write that gave s2 the
+          // address both request, so s0 was given it too (fixed by reading own landed writes).
+          [
+            [
+              { do: "create", name: "s2", day: 1, request: "10.1.1.2" },
+              { do: "create", name: "s0", day: 1, request: "10.1.1.2" },
+              { do: "sync", behind: 1 },
+              { do: "reconcile", lose: [] },
+              { do: "sync", behind: 1 },
+              { do: "reconcile", lose: [] },
+            ],
+          ],
+        ],
+      },
     );
-  });
+    // 300 sequences of up to 60 steps: ~6 s.
+  }, 60_000);
 });
