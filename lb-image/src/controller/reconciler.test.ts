@@ -23,6 +23,7 @@ const config = lbConfigSchema.parse({
 function fixture(
   services: () => V1Service[],
   writeStatus: (svc: V1Service, vips: string[]) => Promise<void>,
+  retryMs = 3_600_000, // by default the tests run the retries themselves
 ) {
   const applies: number[] = [];
   const events: { type: EventType; reason: string; object: string; uid?: string | undefined }[] = [];
@@ -49,7 +50,7 @@ function fixture(
       ),
     writeStatus,
     isLeader: () => true,
-    retryMs: 3_600_000, // the tests run the retries themselves
+    retryMs,
   });
   return { reconciler, applies, events, metrics };
 }
@@ -110,6 +111,28 @@ describe("Reconciler", () => {
     expect(writes).toEqual(["new=10.1.1.1"]);
     expect(events.filter((e) => e.type === "Normal").map((e) => e.reason)).toEqual(["VipAllocated"]);
     reconciler.stop();
+  });
+
+  it("retries a failed status write by itself, with no change in the cluster to wake it", async () => {
+    let attempts = 0;
+    let landed: (write: string) => void;
+    const written = new Promise<string>((resolve) => (landed = resolve));
+    const { reconciler } = fixture(
+      () => [lbService("new")],
+      (svc, vips) => {
+        if (++attempts <= 2) return Promise.reject(new Error("403 Forbidden"));
+        landed(`${svc.metadata!.name}=${vips.join(",")}`);
+        return Promise.resolve();
+      },
+      50,
+    );
+    reconciler.trigger();
+    const timeout = new Promise<string>((resolve) =>
+      setTimeout(() => resolve("no write in 5 s"), 5_000).unref(),
+    );
+    const result = await Promise.race([written, timeout]);
+    reconciler.stop();
+    expect({ result, attempts }).toEqual({ result: "new=10.1.1.1", attempts: 3 });
   });
 
   it("writes an address to its new owner only after the old owner's write gave it up", async () => {

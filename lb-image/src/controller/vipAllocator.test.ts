@@ -1,5 +1,7 @@
 import type { V1Service } from "@kubernetes/client-node";
 import type { VipPool } from "@portable-lb/core/config";
+import fc from "fast-check";
+import { PoolAddresses } from "./poolAddresses.ts";
 import { lbService } from "./testing/k8sObjects.ts";
 import { allocate, type AllocationResult } from "./vipAllocator.ts";
 
@@ -330,5 +332,120 @@ describe("allocate", () => {
       out.allocations.flatMap((a) => a.vips).length,
     );
     expect(ms).toBeLessThan(1_000);
+  });
+
+  describe("on any set of Services (properties)", () => {
+    // Tiny pools (a: .1-.3, b: .0-.1) so Services compete and run out; statuses may hold addresses
+    // twice, outside every pool, or .0 where pool a avoids it, as state written elsewhere may.
+    const tiny: VipPool[] = [
+      { name: "a", cidr: "10.1.1.0/30", avoidBuggyIps: true },
+      { name: "b", cidr: "10.1.2.0/31", avoidBuggyIps: false },
+    ];
+    const inPools = new PoolAddresses(tiny);
+    const ip = fc.constantFrom(
+      "10.1.1.1",
+      "10.1.1.2",
+      "10.1.1.3",
+      "10.1.2.0",
+      "10.1.2.1",
+      "10.1.1.0",
+      "10.9.9.9",
+    );
+    interface Spec {
+      day: number;
+      status: string[];
+      request?: string[] | undefined;
+      pool?: string | undefined;
+    }
+    // Plain records, so a counterexample reads as the Services' specs (s0, s1, ... in order).
+    const specs: fc.Arbitrary<Spec[]> = fc.array(
+      fc.record({
+        day: fc.integer({ min: 1, max: 3 }),
+        status: fc.uniqueArray(ip, { maxLength: 2 }),
+        request: fc.option(
+          fc.uniqueArray(fc.oneof(ip, fc.constant("10.1.1.x")), { minLength: 1, maxLength: 2 }),
+          {
+            nil: undefined,
+          },
+        ),
+        pool: fc.option(fc.constantFrom("a", "b", "zz"), { nil: undefined }),
+      }),
+      { maxLength: 8 },
+    );
+    const build = (spec: Spec[]) =>
+      spec.map((o, i) =>
+        lbService(`s${i}`, {
+          created: day(o.day),
+          vips: o.status,
+          annotations: {
+            ...(o.request && { [REQUEST]: o.request.join(",") }),
+            ...(o.pool && { [POOL]: o.pool }),
+          },
+        }),
+      );
+    const statusOf = (svc: V1Service) => (svc.status?.loadBalancer?.ingress ?? []).map((i) => i.ip!);
+    const older = (a: V1Service, b: V1Service) =>
+      a.metadata!.creationTimestamp!.getTime() < b.metadata!.creationTimestamp!.getTime() ||
+      (a.metadata!.creationTimestamp!.getTime() === b.metadata!.creationTimestamp!.getTime() &&
+        a.metadata!.name! < b.metadata!.name!);
+
+    it("shares no address, keeps every one in a pool, and changes a status only for a reason", () => {
+      fc.assert(
+        fc.property(specs, (spec) => {
+          const all = build(spec);
+          const out = allocate(all, tiny);
+          const vips = out.allocations.flatMap((a) => a.vips);
+          expect(new Set(vips).size).toBe(vips.length);
+          for (const v of vips) expect(inPools.poolOf(v)).toBeDefined();
+          for (const svc of all) {
+            const was = statusOf(svc);
+            const now = vipsOf(out)[`default/${svc.metadata!.name}`]!;
+            if (now.join(",") === was.join(",")) continue;
+            const asked = svc.metadata!.annotations?.[REQUEST]?.split(",");
+            const pool = svc.metadata!.annotations?.[POOL];
+            // State it could not keep: an address out of every pool, or also an older one's.
+            const lost = was.some(
+              (v) =>
+                !inPools.poolOf(v) || all.some((o) => o !== svc && statusOf(o).includes(v) && older(o, svc)),
+            );
+            const met =
+              asked !== undefined && now.length === asked.length && asked.every((v) => now.includes(v));
+            const fresh = !asked && (was.length === 0 || lost);
+            const moved =
+              !asked && pool !== undefined && now.length === 1 && inPools.poolOf(now[0]!)?.name === pool;
+            expect({ service: svc.metadata!.name, was, now, reason: met || fresh || moved || lost }).toEqual({
+              service: svc.metadata!.name,
+              was,
+              now,
+              reason: true,
+            });
+          }
+        }),
+        { numRuns: 2000 },
+      );
+    });
+
+    it("is a fixed point of its own result and does not depend on the order it reads Services in", () => {
+      fc.assert(
+        fc.property(specs, fc.nat(), (spec, rotation) => {
+          const all = build(spec);
+          const out = allocate(all, tiny);
+          const written = all.map((svc) => ({
+            ...svc,
+            status: {
+              loadBalancer: {
+                ingress: vipsOf(out)[`default/${svc.metadata!.name}`]!.map((v) => ({ ip: v })),
+              },
+            },
+          }));
+          const again = allocate(written, tiny);
+          expect(again.allocations.filter((a) => a.change)).toEqual([]);
+          expect(vipsOf(again)).toEqual(vipsOf(out));
+          const k = all.length ? rotation % all.length : 0;
+          expect(allocate([...all.slice(k), ...all.slice(0, k)].reverse(), tiny)).toEqual(out);
+        }),
+        { numRuns: 2000 },
+      );
+    });
   });
 });
