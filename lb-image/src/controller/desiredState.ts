@@ -51,6 +51,11 @@ export interface DesiredState {
   healthTargets: HealthTarget[];
 }
 
+/** The VIPs recorded in a Service's status (what the allocator wrote there). */
+export function statusVips(svc: V1Service): string[] {
+  return (svc.status?.loadBalancer?.ingress ?? []).map((i) => i.ip).filter((ip): ip is string => !!ip);
+}
+
 export function isOurs(svc: V1Service, loadBalancerClass: string): boolean {
   return svc.spec?.type === "LoadBalancer" && svc.spec.loadBalancerClass === loadBalancerClass;
 }
@@ -177,9 +182,7 @@ export function desiredState(input: DesiredStateInput): DesiredState {
   const services: VirtualService[] = [];
   for (const svc of input.services) {
     if (!isOurs(svc, input.loadBalancerClass)) continue;
-    const vips = (svc.status?.loadBalancer?.ingress ?? [])
-      .map((i) => i.ip)
-      .filter((ip): ip is string => !!ip);
+    const vips = statusVips(svc);
     if (vips.length === 0) continue; // not allocated yet; the allocator reports its own problems
     const check = healthCheckOf(svc, skipped);
     for (const port of svc.spec?.ports ?? []) {

@@ -8,7 +8,14 @@ import type { Logger } from "pino";
 import type { DataPlaneEngine } from "../dataplane/engine.ts";
 import type { LocalVips } from "../dataplane/localVips.ts";
 import { classlessHints } from "./classlessHints.ts";
-import { desiredState, isOurs, refOf, type DesiredStateCache, type SkippedItem } from "./desiredState.ts";
+import {
+  desiredState,
+  isOurs,
+  refOf,
+  statusVips,
+  type DesiredStateCache,
+  type SkippedItem,
+} from "./desiredState.ts";
 import type { EventType } from "./eventSink.ts";
 import type { ControllerMetrics } from "./metrics.ts";
 import { allocate, type Allocation } from "./vipAllocator.ts";
@@ -179,9 +186,7 @@ export class Reconciler {
       if (yes) set.add(service);
       else set.delete(service);
     };
-    const statusOf = (svc: V1Service) =>
-      (svc.status?.loadBalancer?.ingress ?? []).map((i) => i.ip).filter((ip): ip is string => !!ip);
-    for (const svc of services) for (const ip of statusOf(svc)) hold(ip, refOf(svc).object, true);
+    for (const svc of services) for (const ip of statusVips(svc)) hold(ip, refOf(svc).object, true);
     let todo = allocations.filter((a) => a.change && byKey.has(a.service));
     let failed = 0;
     for (let progress = true; todo.length && progress;) {
@@ -209,7 +214,7 @@ export class Reconciler {
           over: svc.metadata?.resourceVersion,
           svc: { ...svc, status: { loadBalancer: { ingress: a.vips.map((ip) => ({ ip })) } } },
         });
-        for (const ip of statusOf(svc)) hold(ip, a.service, false);
+        for (const ip of statusVips(svc)) hold(ip, a.service, false);
         for (const ip of a.vips) hold(ip, a.service, true);
         notes.push({ ...refOf(svc), kind: "Service", ...a.change! });
       }

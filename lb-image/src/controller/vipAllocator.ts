@@ -19,7 +19,7 @@ import {
   isIpv4Address,
   type VipPool,
 } from "@portable-lb/core/config";
-import { refOf, type SkippedItem } from "./desiredState.ts";
+import { refOf, statusVips, type SkippedItem } from "./desiredState.ts";
 import { PoolAddresses } from "./poolAddresses.ts";
 
 /** The Normal Event to send once an allocation that differs from the status is written. */
@@ -63,9 +63,7 @@ const list = (ips: string[]) => (ips.length ? ips.join(", ") : "none");
 const sameSet = (a: string[], b: string[]) => a.length === b.length && a.every((ip) => b.includes(ip));
 
 function claimOf(svc: V1Service, addresses: PoolAddresses): Claim {
-  const recorded = (svc.status?.loadBalancer?.ingress ?? [])
-    .map((i) => i.ip)
-    .filter((ip): ip is string => !!ip);
+  const recorded = statusVips(svc);
   const asked = [
     ...new Set(
       (svc.metadata?.annotations?.[REQUESTED_VIPS_ANNOTATION] ?? "").split(",").map((s) => s.trim()),
