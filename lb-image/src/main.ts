@@ -11,6 +11,7 @@ runProcess(LB_COMMANDS.controller, async ({ config, kubeconfig, log }) => {
     log,
     namespace: process.env.POD_NAMESPACE ?? "portable-lb-system",
     identity: process.env.POD_NAME ?? hostname(),
+    ...(process.env.POD_UID && { podUid: process.env.POD_UID }),
     // The downward API gives both (see the pod spec); without them there is nothing to announce.
     ...(process.env.POD_IP &&
       process.env.HOST_IP && {

@@ -15,7 +15,7 @@ import {
 } from "@portable-lb/core/config";
 import { dirname, join } from "node:path";
 import { writeFileSync } from "node:fs";
-import { CLASS, lbService, slice } from "../../lb-image/src/controller/testing/k8sObjects.ts";
+import { lbService, slice } from "../../lb-image/src/controller/testing/k8sObjects.ts";
 import { LbPod } from "../harness/netns/lbPod.ts";
 import { NetnsLab, type LabNamespace } from "../../packages/providers/src/lab/netns/netnsLab.ts";
 import { waitUntil } from "../../packages/providers/src/lab/processes.ts";
@@ -32,7 +32,8 @@ const timing = {
   timers: { holdTimeS: 9, keepaliveS: 3 },
 };
 const config: LbConfigInput = {
-  loadBalancerClass: CLASS,
+  // A class of its own: integration tests share one API server, and every class has its own allocator.
+  loadBalancerClass: "portable-lb.io/ctlloss",
   routingMode: "bgp",
   podCidr: "10.244.0.0/16",
   vipPools: [{ name: "web", cidr: "10.1.5.0/24", avoidBuggyIps: true }],
@@ -121,7 +122,7 @@ beforeAll(async () => {
   await core.createNamespace({ body: { metadata: { name: NS } } });
   await core.createNamespacedService({
     namespace: NS,
-    body: { ...lbService("web", { ns: NS }), status: {} },
+    body: { ...lbService("web", { ns: NS, class: config.loadBalancerClass! }), status: {} },
   });
   await discovery.createNamespacedEndpointSlice({
     namespace: NS,

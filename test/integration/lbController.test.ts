@@ -14,7 +14,9 @@ import { TcpProxy } from "../harness/tcpProxy.ts";
 import { testKubeConfig } from "../harness/testEnv.ts";
 
 const NS = `lbtest-${process.pid}`;
+// A class of its own: integration tests share one API server, and every class has its own allocator.
 const config = lbConfigSchema.parse({
+  loadBalancerClass: "portable-lb.io/lbctl",
   routingMode: "bgp",
   podCidr: "10.244.0.0/16",
   vipPools: [{ name: "web", cidr: "10.1.1.0/24", avoidBuggyIps: true }],
@@ -196,7 +198,7 @@ describe("LB controller with nftables in a network namespace", () => {
     expect(events.find((e) => e.reason === "VipInUse")).toMatchObject({
       type: "Warning",
       involvedObject: { kind: "Service", name: "taken" },
-      message: "VIP 10.1.1.1 is already used by " + NS + "/web; pick another or drop the request",
+      message: `VIP 10.1.1.1 belongs to ${NS}/web; this request waits until ${NS}/web gives it up (is deleted, or requests other addresses in portable-lb.io/load-balancer-ips), or change this Service's request to a free address; it has no address meanwhile`,
     });
     expect(Object.keys((await spread("10.1.1.1")).counts).sort()).toEqual(["b1", "b2", "b3"]);
   });

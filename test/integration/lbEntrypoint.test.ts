@@ -19,7 +19,9 @@ const NS = `lbentry-${process.pid}`;
 const LB_IMAGE = join(__dirname, "../../lb-image");
 const bin = (command: string) => join(LB_IMAGE, "bin", command);
 const BACKENDS = ["b1", "b2", "b3"].map((name, i) => ({ name, ip: `10.244.0.${11 + i}` }));
+// A class of its own: integration tests share one API server, and every class has its own allocator.
 const config = lbConfigSchema.parse({
+  loadBalancerClass: "portable-lb.io/lbentry",
   routingMode: "bgp",
   podCidr: "10.244.0.0/16",
   // .0 and .255 are valid VIPs, but some clients refuse them; start at .1 as lbController.test does.
@@ -107,7 +109,7 @@ describe(`${LB_COMMANDS.controller} in a network namespace`, () => {
     });
     await core.createNamespacedService({
       namespace: NS,
-      body: { ...lbService("web", { ns: NS }), status: {} },
+      body: { ...lbService("web", { ns: NS, class: config.loadBalancerClass }), status: {} },
     });
     await discovery.createNamespacedEndpointSlice({
       namespace: NS,

@@ -33,7 +33,7 @@ function rig(timing = {}) {
     podIp: "10.244.1.5",
     nodeIp: "192.168.1.11",
     nodeAgentPort: 9152,
-    pod: "ns/lb-1",
+    pod: { object: "ns/lb-1", kind: "Pod", uid: "uid-1" },
     target: {
       announce: (vips, exportTo) => {
         if (state.failWrites) return Promise.reject(new Error("bird -p refused it"));
@@ -112,6 +112,7 @@ describe("Announcer", () => {
     expect(state.events.find((e) => e.reason === "NotReady")).toMatchObject({
       object: "ns/lb-1",
       kind: "Pod",
+      uid: "uid-1",
     });
     state.ready = true;
     await until(() => last()?.vips.length === 1);

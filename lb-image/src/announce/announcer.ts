@@ -61,8 +61,8 @@ export interface AnnouncerOptions {
   podIp: string;
   nodeIp: string;
   nodeAgentPort: number;
-  /** namespace/name of this pod, for Events. */
-  pod: string;
+  /** This pod, for Events. */
+  pod: Pick<SkippedItem, "object" | "kind" | "uid">;
   target: AnnouncementTarget;
   lease: RenewableLease;
   /** Per reflector address: BGP established, BFD Up (one read of BIRD's state). */
@@ -289,7 +289,7 @@ export class Announcer {
       const since = this.holdSince.get(key) ?? now;
       this.holdSince.set(key, since);
       if (h.reason === "Draining" || now - since < this.t.reportHoldAfterMs) continue;
-      problems.push({ object: this.o.pod, kind: "Pod", reason: h.reason, message: this.explain(h) });
+      problems.push({ ...this.o.pod, reason: h.reason, message: this.explain(h) });
     }
     if (problems.length) void this.o.report(problems);
   }

@@ -35,6 +35,13 @@ export class CoalescingRunner {
     setImmediate(() => void this.loop());
   }
 
+  /** Asks for a run after the retry pause: a job that succeeded but left part of its work undone. */
+  later(): void {
+    if (this.stopped) return;
+    if (this.retry) clearTimeout(this.retry);
+    this.retry = setTimeout(() => this.trigger(), this.retryMs);
+  }
+
   stop(): void {
     this.stopped = true;
     if (this.retry) clearTimeout(this.retry);
@@ -50,8 +57,7 @@ export class CoalescingRunner {
         this.hooks.onSuccess?.(since);
       } catch (err) {
         this.hooks.onError(err);
-        if (this.retry) clearTimeout(this.retry);
-        this.retry = setTimeout(() => this.trigger(), this.retryMs);
+        this.later();
       }
     } while (this.again && !this.stopped);
     this.running = false;

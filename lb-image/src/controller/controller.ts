@@ -56,6 +56,8 @@ export interface ControllerOptions {
   /** The controller's own namespace (its Lease lives there) and identity (its pod name). */
   namespace: string;
   identity: string;
+  /** Its pod's uid, which Events on the pod need to show in `kubectl describe`. */
+  podUid?: string;
   /** Run the kernel tools through a prefix (e.g. `ip netns exec NS`); in the pod, none. */
   commandPrefix?: string[];
   engine?: DataPlaneEngine;
@@ -125,6 +127,7 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
   metrics.observeUnhealthy(() => health.unhealthyCount());
   metrics.observeVipConnections(() => engine.counters());
   const speaker = bgpSpeaker(o, metrics.registry);
+  const pod = { object: `${o.namespace}/${o.identity}`, kind: "Pod" as const, uid: o.podUid };
   const sessions =
     speaker &&
     new SessionMonitor({
@@ -134,8 +137,7 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
       onDrop: (peer, info) =>
         void events.report([
           {
-            object: `${o.namespace}/${o.identity}`,
-            kind: "Pod",
+            ...pod,
             reason: "BGPSessionDown",
             message: `BGP session to route reflector ${peer} went down (${info}); its routes to this pod's VIPs are withdrawn until it is back`,
           },
@@ -144,8 +146,7 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
       onProblem: (peer, problem) =>
         void events.report([
           {
-            object: `${o.namespace}/${o.identity}`,
-            kind: "Pod",
+            ...pod,
             reason: "BGPSessionNotEstablished",
             message: `BGP session to route reflector ${peer} is not established: ${problem}; BIRD keeps retrying, and this pod's data plane keeps serving`,
           },
@@ -160,7 +161,7 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
       podIp: o.speaker!.podIp,
       nodeIp: o.speaker!.nodeIp,
       nodeAgentPort: o.config.ports.nodeAgent,
-      pod: `${o.namespace}/${o.identity}`,
+      pod,
       target: speaker,
       lease: speaker.lease,
       // The Announcer's tick is the session monitor's poll too (its metrics and Events).
@@ -188,7 +189,7 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
     ),
     metrics,
     log: o.log,
-    report: (problems) => events.report(problems),
+    report: (items, type) => events.report(items, type),
     writeStatus: statusWriter(core),
     isLeader: () => elector.isLeader,
     health,

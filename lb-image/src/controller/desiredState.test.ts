@@ -84,6 +84,7 @@ describe("desiredState", () => {
 
   it("skips garbage with a reason instead of failing: bad addresses, bad ports, SCTP", () => {
     const svc = lbService("web", {
+      uid: "u-web",
       vips: ["10.1.1.10"],
       ports: [
         { name: "http", port: 80 },
@@ -91,14 +92,16 @@ describe("desiredState", () => {
       ],
     });
     const bad = slice("web", [{ ip: "10.244.1.5" }, { ip: "not-an-ip" }, { ip: "10.244.1.300" }]);
+    bad.metadata!.uid = "u-abc";
     const out = run([svc], [bad, slice("web", [{ ip: "10.244.9.9" }], { name: "badport", port: 70000 })]);
     expect(out.services).toHaveLength(1);
     expect(out.services[0]!.backends).toEqual([{ ip: "10.244.1.5", port: 8080, weight: 1 }]);
-    expect(out.skipped.map((s) => [s.kind, s.object, s.reason]).sort()).toEqual([
-      ["EndpointSlice", "default/badport", "InvalidPort"],
-      ["EndpointSlice", "default/web-abc", "InvalidAddress"],
-      ["EndpointSlice", "default/web-abc", "InvalidAddress"],
-      ["Service", "default/web", "UnsupportedProtocol"],
+    // Each names its object's uid, which the Event needs to show in `kubectl describe`.
+    expect(out.skipped.map((s) => [s.kind, s.object, s.uid, s.reason]).sort()).toEqual([
+      ["EndpointSlice", "default/badport", undefined, "InvalidPort"],
+      ["EndpointSlice", "default/web-abc", "u-abc", "InvalidAddress"],
+      ["EndpointSlice", "default/web-abc", "u-abc", "InvalidAddress"],
+      ["Service", "default/web", "u-web", "UnsupportedProtocol"],
     ]);
   });
 

@@ -37,6 +37,8 @@ export interface SkippedItem {
   /** namespace/name of the object the problem is reported on. */
   object: string;
   kind: "Service" | "EndpointSlice" | "Pod";
+  /** The object's uid: `kubectl describe` shows only the Events that carry it. */
+  uid?: string | undefined;
   reason: string;
   message: string;
 }
@@ -49,12 +51,24 @@ export interface DesiredState {
   healthTargets: HealthTarget[];
 }
 
+/** The VIPs recorded in a Service's status (what the allocator wrote there). */
+export function statusVips(svc: V1Service): string[] {
+  return (svc.status?.loadBalancer?.ingress ?? []).map((i) => i.ip).filter((ip): ip is string => !!ip);
+}
+
 export function isOurs(svc: V1Service, loadBalancerClass: string): boolean {
   return svc.spec?.type === "LoadBalancer" && svc.spec.loadBalancerClass === loadBalancerClass;
 }
 
-function nameOf(o: { metadata?: { namespace?: string; name?: string } }): string {
+type ObjectMeta = { metadata?: { namespace?: string; name?: string; uid?: string } };
+
+function nameOf(o: ObjectMeta): string {
   return `${o.metadata?.namespace ?? ""}/${o.metadata?.name ?? ""}`;
+}
+
+/** Which object a problem is reported on. */
+export function refOf(o: ObjectMeta): Pick<SkippedItem, "object" | "uid"> {
+  return { object: nameOf(o), uid: o.metadata?.uid };
 }
 
 /**
@@ -76,7 +90,7 @@ function healthCheckOf(svc: V1Service, skipped: SkippedItem[]): HealthCheckSpec 
     return parseHealthCheck(value);
   } catch (err) {
     skipped.push({
-      object: nameOf(svc),
+      ...refOf(svc),
       kind: "Service",
       reason: "InvalidHealthCheck",
       message: `annotation ${HEALTH_CHECK_ANNOTATION}: ${(err as Error).message} (got ${JSON.stringify(value)}); serving without active checks`,
@@ -121,7 +135,7 @@ function backendsOf(
     if (!target) continue;
     if (!Number.isInteger(target.port) || target.port! < 1 || target.port! > 65535) {
       skipped.push({
-        object: nameOf(slice),
+        ...refOf(slice),
         kind: "EndpointSlice",
         reason: "InvalidPort",
         message: `port ${JSON.stringify(target.port)} is not a valid port`,
@@ -134,7 +148,7 @@ function backendsOf(
       for (const ip of ep.addresses) {
         if (!isIpv4Address(ip)) {
           skipped.push({
-            object: nameOf(slice),
+            ...refOf(slice),
             kind: "EndpointSlice",
             reason: "InvalidAddress",
             message: `endpoint address ${JSON.stringify(ip)} is not an IPv4 address; skipped`,
@@ -168,16 +182,14 @@ export function desiredState(input: DesiredStateInput): DesiredState {
   const services: VirtualService[] = [];
   for (const svc of input.services) {
     if (!isOurs(svc, input.loadBalancerClass)) continue;
-    const vips = (svc.status?.loadBalancer?.ingress ?? [])
-      .map((i) => i.ip)
-      .filter((ip): ip is string => !!ip);
+    const vips = statusVips(svc);
     if (vips.length === 0) continue; // not allocated yet; the allocator reports its own problems
     const check = healthCheckOf(svc, skipped);
     for (const port of svc.spec?.ports ?? []) {
       const protocol = (port.protocol ?? "TCP").toLowerCase();
       if (protocol !== "tcp" && protocol !== "udp") {
         skipped.push({
-          object: nameOf(svc),
+          ...refOf(svc),
           kind: "Service",
           reason: "UnsupportedProtocol",
           message: `port ${port.name ?? port.port}: protocol ${port.protocol} is not supported; use TCP or UDP`,
@@ -186,7 +198,7 @@ export function desiredState(input: DesiredStateInput): DesiredState {
       }
       if (!Number.isInteger(port.port) || port.port < 1 || port.port > 65535) {
         skipped.push({
-          object: nameOf(svc),
+          ...refOf(svc),
           kind: "Service",
           reason: "InvalidPort",
           message: `port ${JSON.stringify(port.port)} is not a valid port (1-65535)`,

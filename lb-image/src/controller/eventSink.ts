@@ -1,10 +1,20 @@
-// Problems with users' objects (and the LB pod's own, such as a dropped BGP session) become Kubernetes Events on those objects (what `kubectl describe`
-// shows), once per distinct problem: a reconcile loop must not flood the API with repeats.
+// What the controller tells users about their objects (and the LB pod's own, such as a dropped BGP
+// session) becomes Kubernetes Events on those objects: Warnings for problems, Normal ones for what
+// it did (a VIP allocated or moved). Each carries the object's uid, without which
+// `kubectl describe` does not show it. A distinct Event is sent once per ten minutes: a reconcile
+// loop must not flood the API with repeats.
 import type { CoreV1Api } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import type { SkippedItem } from "./desiredState.ts";
 
+export type EventType = "Normal" | "Warning";
+
 const REPEAT_AFTER_MS = 10 * 60_000;
+const API_VERSION: Record<SkippedItem["kind"], string> = {
+  Service: "v1",
+  Pod: "v1",
+  EndpointSlice: "discovery.k8s.io/v1",
+};
 
 export class EventSink {
   private readonly api: CoreV1Api;
@@ -18,14 +28,19 @@ export class EventSink {
     this.component = component;
   }
 
-  /** Logs every problem; sends an Event for each one not reported in the last ten minutes. */
-  async report(items: SkippedItem[]): Promise<void> {
+  /** Logs every item; sends an Event for each one not sent in the last ten minutes. */
+  async report(items: SkippedItem[], type: EventType = "Warning"): Promise<void> {
     const now = Date.now();
+    this.forgetBefore(now - REPEAT_AFTER_MS);
     for (const item of items) {
-      const key = `${item.kind}/${item.object}/${item.reason}/${item.message}`;
-      if ((this.sent.get(key) ?? 0) > now - REPEAT_AFTER_MS) continue;
+      // The uid is part of it: a Service deleted and created again is told again.
+      const key = `${type}/${item.kind}/${item.object}/${item.uid ?? ""}/${item.reason}/${item.message}`;
+      if (this.sent.has(key)) continue;
       this.sent.set(key, now);
-      this.log.warn({ object: item.object, kind: item.kind, reason: item.reason }, item.message);
+      this.log[type === "Warning" ? "warn" : "info"](
+        { object: item.object, kind: item.kind, reason: item.reason },
+        item.message,
+      );
       const [namespace, name] = item.object.split("/") as [string, string];
       try {
         await this.api.createNamespacedEvent({
@@ -36,11 +51,12 @@ export class EventSink {
               kind: item.kind,
               namespace,
               name,
-              apiVersion: item.kind === "EndpointSlice" ? "discovery.k8s.io/v1" : "v1",
+              apiVersion: API_VERSION[item.kind],
+              ...(item.uid && { uid: item.uid }),
             },
             reason: item.reason,
             message: item.message,
-            type: "Warning",
+            type,
             source: { component: this.component },
             firstTimestamp: new Date(now),
             lastTimestamp: new Date(now),
@@ -51,6 +67,18 @@ export class EventSink {
         // An Event that cannot be sent is only logged: reporting must never stop the data plane.
         this.log.error({ err, object: item.object }, "could not create Event");
       }
+    }
+  }
+
+  /**
+   * Keeps the memory of sent Events to the last ten minutes (Services come and go by thousands).
+   * Keys are only added when absent, so the map is in time order and the scan stops at the first
+   * recent one.
+   */
+  private forgetBefore(t: number): void {
+    for (const [key, at] of this.sent) {
+      if (at > t) break;
+      this.sent.delete(key);
     }
   }
 }

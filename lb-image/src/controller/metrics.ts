@@ -42,6 +42,11 @@ export class ControllerMetrics {
     labelNames: ["reason"],
     registers: [this.registry],
   });
+  readonly statusWriteErrors = new Counter({
+    name: "portable_lb_status_write_errors_total",
+    help: "VIP allocations that could not be written into a Service's status (retried)",
+    registers: [this.registry],
+  });
   readonly leader = new Gauge({
     name: "portable_lb_allocator_leader",
     help: "1 while this pod is the VIP allocator",

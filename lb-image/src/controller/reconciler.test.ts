@@ -1,10 +1,12 @@
-// The reconciler against a fake cluster view and data plane: what it skips when nothing changed.
+// The reconciler against a fake cluster view and data plane: what it skips when nothing changed,
+// and how it writes allocations.
 import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
 import { lbConfigSchema } from "@portable-lb/core/config";
 import { pino } from "pino";
 import type { DataPlaneEngine } from "../dataplane/engine.ts";
 import type { LocalVips } from "../dataplane/localVips.ts";
 import type { SkippedItem } from "./desiredState.ts";
+import type { EventType } from "./eventSink.ts";
 import { ControllerMetrics } from "./metrics.ts";
 import { Reconciler } from "./reconciler.ts";
 import { CLASS, lbService } from "./testing/k8sObjects.ts";
@@ -17,38 +19,64 @@ const config = lbConfigSchema.parse({
   bgp: { asn: 64512, routeReflectors: ["10.0.0.5"] },
 });
 
+/** A reconciler over `services()`, recording writes, data-plane applies and Events. */
+function fixture(
+  services: () => V1Service[],
+  writeStatus: (svc: V1Service, vips: string[]) => Promise<void>,
+  retryMs = 3_600_000, // by default the tests run the retries themselves
+) {
+  const applies: number[] = [];
+  const events: { type: EventType; reason: string; object: string; uid?: string | undefined }[] = [];
+  const metrics = new ControllerMetrics();
+  const engine: DataPlaneEngine = {
+    name: "nftables",
+    apply: (s) => {
+      applies.push(s.length);
+      return Promise.resolve({ changes: 0 });
+    },
+    services: () => Promise.resolve(0),
+    counters: () => Promise.resolve([]),
+  };
+  const reconciler = new Reconciler({
+    config,
+    view: { synced: () => true, services: () => [...services()], slices: (): V1EndpointSlice[] => [] },
+    engine,
+    localVips: { apply: () => Promise.resolve(0) } as unknown as LocalVips,
+    metrics,
+    log: pino({ level: "silent" }),
+    report: (items: SkippedItem[], type: EventType = "Warning") =>
+      Promise.resolve(
+        void events.push(...items.map(({ object, uid, reason }) => ({ type, reason, object, uid }))),
+      ),
+    writeStatus,
+    isLeader: () => true,
+    retryMs,
+  });
+  return { reconciler, applies, events, metrics };
+}
+
 describe("Reconciler", () => {
   it("allocates again only when the Services changed, and reports the allocation's problems every run", async () => {
     let services: V1Service[] = [
-      lbService("new"),
+      lbService("new", { uid: "u-new" }),
       lbService("outside", { annotations: { "portable-lb.io/load-balancer-ips": "192.0.2.1" } }),
     ];
     const writes: string[] = [];
-    const reports: SkippedItem[][] = [];
-    const engine: DataPlaneEngine = {
-      name: "nftables",
-      apply: () => Promise.resolve({ changes: 0 }),
-      services: () => Promise.resolve(0),
-      counters: () => Promise.resolve([]),
-    };
-    const reconciler = new Reconciler({
-      config,
-      view: { synced: () => true, services: () => [...services], slices: (): V1EndpointSlice[] => [] },
-      engine,
-      localVips: { apply: () => Promise.resolve(0) } as unknown as LocalVips,
-      metrics: new ControllerMetrics(),
-      log: pino({ level: "silent" }),
-      report: (problems) => Promise.resolve(void reports.push(problems)),
-      writeStatus: (svc, vips) =>
-        Promise.resolve(void writes.push(`${svc.metadata!.name}=${vips.join(",")}`)),
-      isLeader: () => true,
-    });
+    const { reconciler, events } = fixture(
+      () => services,
+      (svc, vips) => Promise.resolve(void writes.push(`${svc.metadata!.name}=${vips.join(",")}`)),
+    );
 
     await reconciler.reconcileOnce();
     // The watch has not delivered the written status yet: the same objects, nothing written again.
     await reconciler.reconcileOnce();
     expect(writes).toEqual(["new=10.1.1.1"]);
-    expect(reports.map((r) => r.map((p) => p.reason))).toEqual([["VipOutsidePools"], ["VipOutsidePools"]]);
+    expect(events).toEqual([
+      { type: "Warning", reason: "VipOutsidePools", object: "default/outside", uid: undefined },
+      // Once written, the allocation is told on the Service, with its uid (kubectl describe needs it).
+      { type: "Normal", reason: "VipAllocated", object: "default/new", uid: "u-new" },
+      { type: "Warning", reason: "VipOutsidePools", object: "default/outside", uid: undefined },
+    ]);
 
     // The write arrives (a new object): allocation runs again and finds nothing to write.
     services = [lbService("new", { vips: ["10.1.1.1"] }), services[1]!];
@@ -58,5 +86,102 @@ describe("Reconciler", () => {
     services = [...services, lbService("newer")];
     await reconciler.reconcileOnce();
     expect(writes).toEqual(["new=10.1.1.1", "newer=10.1.1.2"]);
+    reconciler.stop();
+  });
+
+  it("applies the data plane when status writes fail (409, 403, API down), counts them and retries", async () => {
+    const services = [lbService("serving", { vips: ["10.1.1.9"] }), lbService("new")];
+    let down = true;
+    const writes: string[] = [];
+    const { reconciler, applies, events, metrics } = fixture(
+      () => services,
+      (svc, vips) =>
+        down
+          ? Promise.reject(new Error("connect ECONNREFUSED"))
+          : Promise.resolve(void writes.push(`${svc.metadata!.name}=${vips.join(",")}`)),
+    );
+    await reconciler.reconcileOnce();
+    expect(applies).toEqual([1]); // "serving" is programmed all the same
+    expect((await metrics.statusWriteErrors.get()).values[0]!.value).toBe(1);
+    expect(events.filter((e) => e.type === "Normal")).toEqual([]); // nothing happened yet
+    // The same Services again (no watch event): the write is retried all the same.
+    down = false;
+    await reconciler.reconcileOnce();
+    expect(applies).toEqual([1, 1]);
+    expect(writes).toEqual(["new=10.1.1.1"]);
+    expect(events.filter((e) => e.type === "Normal").map((e) => e.reason)).toEqual(["VipAllocated"]);
+    reconciler.stop();
+  });
+
+  it("retries a failed status write by itself, with no change in the cluster to wake it", async () => {
+    let attempts = 0;
+    let landed: (write: string) => void;
+    const written = new Promise<string>((resolve) => (landed = resolve));
+    const { reconciler } = fixture(
+      () => [lbService("new")],
+      (svc, vips) => {
+        if (++attempts <= 2) return Promise.reject(new Error("403 Forbidden"));
+        landed(`${svc.metadata!.name}=${vips.join(",")}`);
+        return Promise.resolve();
+      },
+      50,
+    );
+    reconciler.trigger();
+    const timeout = new Promise<string>((resolve) =>
+      setTimeout(() => resolve("no write in 5 s"), 5_000).unref(),
+    );
+    const result = await Promise.race([written, timeout]);
+    reconciler.stop();
+    expect({ result, attempts }).toEqual({ result: "new=10.1.1.1", attempts: 3 });
+  });
+
+  it("writes an address to its new owner only after the old owner's write gave it up", async () => {
+    const ask = (ips: string) => ({ annotations: { "portable-lb.io/load-balancer-ips": ips } });
+    // "mover" gives up .5 for .6 and the older "taker" gets .5 in the same allocation, which lists
+    // the taker first.
+    const services = [
+      lbService("mover", { vips: ["10.1.1.5"], created: "2026-01-02T00:00:00Z", ...ask("10.1.1.6") }),
+      lbService("taker", { vips: ["10.1.1.7"], created: "2026-01-01T00:00:00Z", ...ask("10.1.1.5") }),
+    ];
+    const attempts: string[] = [];
+    let failMover = true;
+    const { reconciler } = fixture(
+      () => services,
+      (svc, vips) => {
+        attempts.push(`${svc.metadata!.name}=${vips.join(",")}`);
+        return svc.metadata!.name === "mover" && failMover
+          ? Promise.reject(new Error("409"))
+          : Promise.resolve();
+      },
+    );
+    await reconciler.reconcileOnce();
+    // The mover's write failed: .5 is still in its status, so the taker's write waits.
+    expect(attempts).toEqual(["mover=10.1.1.6"]);
+    failMover = false;
+    await reconciler.reconcileOnce();
+    // Within one run too, the taker is written once the mover's write has landed.
+    expect(attempts).toEqual(["mover=10.1.1.6", "mover=10.1.1.6", "taker=10.1.1.5"]);
+    reconciler.stop();
+  });
+
+  it("tells a classless LoadBalancer Service still without an address how to get one from portable-lb", async () => {
+    const classless = {
+      ...lbService("plain", { uid: "u-plain" }),
+      spec: { type: "LoadBalancer", ports: [{ port: 80 }] },
+    };
+    const servedElsewhere = {
+      ...classless,
+      metadata: { ...classless.metadata, name: "other", uid: "u-other" },
+      status: { loadBalancer: { ingress: [{ ip: "203.0.113.4" }] } },
+    };
+    const { reconciler, events } = fixture(
+      () => [classless, servedElsewhere, lbService("othersClass", { class: "example.com/lb" })],
+      () => Promise.resolve(),
+    );
+    await reconciler.reconcileOnce();
+    expect(events).toEqual([
+      { type: "Normal", reason: "NoLoadBalancerClass", object: "default/plain", uid: "u-plain" },
+    ]);
+    reconciler.stop();
   });
 });

@@ -12,12 +12,14 @@ export function lbService(
     created?: string;
     class?: string;
     ns?: string;
+    uid?: string;
   } = {},
 ): V1Service {
   return {
     metadata: {
       name,
       namespace: opts.ns ?? "default",
+      ...(opts.uid && { uid: opts.uid }),
       ...(opts.annotations && { annotations: opts.annotations }),
       creationTimestamp: new Date(opts.created ?? "2026-01-01T00:00:00Z"),
     },

@@ -153,6 +153,11 @@ describe("LoadBalancer", () => {
       name: "NODE_OPTIONS",
       value: "--max-old-space-size=256 --max-semi-space-size=4",
     });
+    // Its Events on its own pod carry the pod's uid, or `kubectl describe pod` would not show them.
+    expect(controller.env).toContainEqual({
+      name: "POD_UID",
+      valueFrom: { fieldRef: { fieldPath: "metadata.uid" } },
+    });
     expect(pod.nodeSelector).toEqual({ "portable-lb.io/load-balancer": "true" });
     expect(pod.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey).toBe(
       "kubernetes.io/hostname",

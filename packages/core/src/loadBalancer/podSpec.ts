@@ -42,6 +42,8 @@ export const downwardEnv = [
   { name: "NODE_NAME", valueFrom: { fieldRef: { fieldPath: "spec.nodeName" } } },
   { name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
   { name: "POD_NAMESPACE", valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } },
+  // Events on the LB pod need its uid to show in `kubectl describe pod`.
+  { name: "POD_UID", valueFrom: { fieldRef: { fieldPath: "metadata.uid" } } },
   { name: "POD_IP", valueFrom: { fieldRef: { fieldPath: "status.podIP" } } },
   // The BGP next hop: routers reach the node, the node forwards to this pod.
   { name: "HOST_IP", valueFrom: { fieldRef: { fieldPath: "status.hostIP" } } },
