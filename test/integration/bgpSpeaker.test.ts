@@ -63,7 +63,6 @@ beforeAll(async () => {
       speakerLocalAddress: RR_IP,
       vipPrefixes: ["10.1.1.0/24"],
       upstreamRouters: [],
-      peerReflectors: [],
       gracefulRestartS: 120,
       ...timing,
     }),

@@ -36,6 +36,7 @@ const core = adminKc.makeApiClient(CoreV1Api);
 
 let ecmp: EcmpLab;
 const pods = new Map<string, LbPod>();
+const REFLECTORS = [1, 2];
 const HEALTH_PORT = lbConfigSchema.parse({
   routingMode: "bgp",
   podCidr: POD_CIDR,
@@ -112,13 +113,40 @@ async function startPod(group: Group, n: number): Promise<LbPod> {
   return lb;
 }
 
-/** The LB nodes the router has a path to for a VIP through reflector `rr` (FRR's BGP table, add-path). */
-async function pathsVia(rr: number, vip: string): Promise<string[]> {
+/** Every path the router holds for a VIP (FRR's BGP table, add-path) as "LB node via reflector". */
+async function routerPaths(vip: string): Promise<string[]> {
   const out = await ecmp.router.vtysh(`show bgp ipv4 unicast ${vip}/32 json`);
   const paths =
     (JSON.parse(out || "{}") as { paths?: { peer?: { peerId?: string }; nexthops?: { ip?: string }[] }[] })
       .paths ?? [];
-  const hops = paths.filter((p) => p.peer?.peerId === nodeIp(rr)).map((p) => p.nexthops?.[0]?.ip ?? "");
+  return paths.map((p) => `${p.nexthops?.[0]?.ip} via ${p.peer?.peerId}`).sort();
+}
+
+/** What the router must hold for a VIP served on `nodes`: each LB's path once from each reflector. */
+const pathsOnce = (nodes: readonly number[]) =>
+  nodes.flatMap((lb) => REFLECTORS.map((rr) => `${nodeIp(lb)} via ${nodeIp(rr)}`)).sort();
+
+/**
+ * The router gets to hold each LB's path once from each reflector, and no copy arrives later (a
+ * reflector passing on another's paths added them a moment after the originals). A session that
+ * flaps meanwhile may take paths away, never add a second one.
+ */
+async function expectPathsOnce(vip: string, nodes: readonly number[]): Promise<void> {
+  const want = pathsOnce(nodes);
+  await waitUntil(async () => (await routerPaths(vip)).join() === want.join(), 30_000, 100);
+  expect(await routerPaths(vip)).toEqual(want);
+  const extra: string[] = [];
+  for (const until = Date.now() + 3_000; Date.now() < until; await new Promise((r) => setTimeout(r, 100))) {
+    const paths = await routerPaths(vip);
+    extra.push(...paths.filter((p, i) => paths.indexOf(p) !== i || !want.includes(p)));
+  }
+  expect(extra).toEqual([]);
+}
+
+/** The LB nodes the router has a path to for a VIP through reflector `rr`. */
+async function pathsVia(rr: number, vip: string): Promise<string[]> {
+  const via = ` via ${nodeIp(rr)}`;
+  const hops = (await routerPaths(vip)).filter((p) => p.endsWith(via)).map((p) => p.slice(0, -via.length));
   return [...new Set(hops)].sort();
 }
 
@@ -135,7 +163,7 @@ beforeAll(async () => {
   ecmp = await EcmpLab.create({
     name: "ecmp",
     nodes: 3,
-    reflectorNodes: [1, 2],
+    reflectorNodes: REFLECTORS,
     asn: ASN,
     vipPools: [GROUPS.a.pool, GROUPS.b.pool],
     gracefulRestartS: 120,
@@ -170,6 +198,9 @@ describe("ECMP over every LB pod, through route reflectors, to an FRR router", (
   it("three LBs: three next hops of weight 1, and requests spread over the three LBs", async () => {
     await Promise.all([startPod("a", 2), startPod("a", 3)]);
     await expectHops(GROUPS.a.vip, [1, 2, 3], 30_000);
+    // The router learns each LB's path once through each reflector: 3 LBs × 2 reflectors, no more
+    // (a reflector passing on the other's paths too made it 10 here, 12 in the lab).
+    await expectPathsOnce(GROUPS.a.vip, [1, 2, 3]);
     const byLb = await spread(GROUPS.a.vip, "client");
     expect({ failures: byLb.failures, lbs: Object.keys(byLb.counts).sort() }).toEqual({
       failures: 0,
@@ -183,6 +214,7 @@ describe("ECMP over every LB pod, through route reflectors, to an FRR router", (
     expect(await hops(GROUPS.a.vip)).toEqual(expected([1, 2, 3]));
     const byLb = await spread(GROUPS.b.vip, "client", 60);
     expect(Object.keys(byLb.counts).sort()).toEqual([1, 2].map((n) => podIp(n, GROUPS.b.host)));
+    await expectPathsOnce(GROUPS.b.vip, [1, 2]);
   });
 
   it("speaker SIGKILL: its node leaves the route, and comes back when the container restarts", async () => {
@@ -279,8 +311,7 @@ describe("ECMP over every LB pod, through route reflectors, to an FRR router", (
   });
 
   it("route reflector restart: the other reflector keeps every path in the router", async () => {
-    // After the failures above, every LB pod exports its VIP on its own session to each reflector
-    // (the router's paths alone cannot show that: a reflector re-advertises the other's paths too),
+    // After the failures above, every LB pod exports its VIP on its own session to each reflector,
     // and the router holds every node's path through both reflectors.
     for (const n of GROUPS.a.nodes)
       await settle(async () => {

@@ -154,7 +154,6 @@ export class EcmpLab {
         speakerLocalAddress: node.podGateway,
         vipPrefixes: this.o.vipPools,
         upstreamRouters: [ROUTER_IP],
-        peerReflectors: this.o.reflectorNodes.filter((m) => m !== n).map(nodeIp),
         bfd: this.o.bfd,
         timers: this.o.timers,
         gracefulRestartS: this.o.gracefulRestartS,

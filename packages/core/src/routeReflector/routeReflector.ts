@@ -113,7 +113,6 @@ export class RouteReflector extends pulumi.ComponentResource {
           speakerRanges: a.speakerRanges,
           vipPrefixes: a.vipPrefixes,
           upstreamRouters: a.upstreamRouters,
-          peerReflectors: this.addresses.filter((addr) => addr !== rr.address),
           bfd: a.bfd,
           timers: a.timers,
           gracefulRestartS: a.gracefulRestartS,
