@@ -26,8 +26,8 @@ import { dirname, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { setTimeout as sleep } from "node:timers/promises";
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
-import { lbConfigSchema, type LbConfigInput } from "@portable-lb/core/config";
-import { EcmpLab, nodeIp, podIp, POD_CIDR } from "../test/harness/netns/ecmpLab.ts";
+import type { LbConfigInput } from "@portable-lb/core/config";
+import { EcmpLab, nodeIp, nodeName, podIp, POD_CIDR } from "../test/harness/netns/ecmpLab.ts";
 import { startHttpEcho } from "../test/harness/netns/httpClient.ts";
 import { LbPod } from "../test/harness/netns/lbPod.ts";
 import { waitUntil } from "../packages/providers/src/lab/processes.ts";
@@ -118,15 +118,13 @@ class Bench {
   readonly ecmp: EcmpLab;
   readonly poller: FibPoller;
   readonly pods: Map<number, LbPod>;
-  readonly healthPort: number;
   /** Per restore: ms from the restoring action until BFD is up to every reflector again. */
   readonly recoveries: Recovery[] = [];
 
-  constructor(ecmp: EcmpLab, poller: FibPoller, pods: Map<number, LbPod>, healthPort: number) {
+  constructor(ecmp: EcmpLab, poller: FibPoller, pods: Map<number, LbPod>) {
     this.ecmp = ecmp;
     this.poller = poller;
     this.pods = pods;
-    this.healthPort = healthPort;
   }
 
   /** Milliseconds from the start of `action` to the first poll where `node` is in (or out of) the route. */
@@ -152,7 +150,7 @@ class Bench {
       }
       case "stop": {
         const down = await this.timed(node, false, () => lb.stopGracefully());
-        await this.restore(node, kind, () => lb.start(this.healthPort));
+        await this.restore(node, kind, () => lb.start());
         return [sample("stop", down)];
       }
       case "linkdown": {
@@ -161,7 +159,7 @@ class Bench {
         return [sample("linkdown", down)];
       }
       case "hang": {
-        const bird = lb.birdPid();
+        const bird = await lb.birdPid();
         const down = await this.timed(node, false, () => process.kill(bird, "SIGSTOP"));
         await this.restore(node, kind, () => process.kill(bird, "SIGCONT"));
         return [sample("hang", down)];
@@ -185,7 +183,7 @@ class Bench {
   async steady(node: number): Promise<boolean> {
     const lb = this.pods.get(node)!;
     const reflectors = this.ecmp.reflectorAddresses().length;
-    const up = await waitUntil(async () => (await lb.bfdSessionsUp()) >= reflectors, 15_000, 50);
+    const up = await waitUntil(async () => (await lb.bfdUpPeers()).length >= reflectors, 15_000, 50);
     if (!up) progress(`  node ${node}: BFD not up to every reflector 15 s after a restore`);
     return up;
   }
@@ -231,7 +229,7 @@ async function resetRun(
   for (let i = 0; i < resets; i++) {
     progress(`  resets: leave and join ${i + 1}/${resets}`);
     await underLoad("leave", () => b.timed(3, false, () => lb.stopGracefully()));
-    await underLoad("join", () => b.timed(3, true, () => lb.start(b.healthPort), RESTORE_TIMEOUT_MS));
+    await underLoad("join", () => b.timed(3, true, () => lb.start(), RESTORE_TIMEOUT_MS));
   }
   return { requests, connections: CONNECTIONS, events };
 }
@@ -366,7 +364,6 @@ async function main(): Promise<void> {
       // keeps 201 stop events from adding 10 minutes.
       drain: { quietS: 1 },
     };
-    const healthPort = lbConfigSchema.parse(config).ports.health;
     const pods = new Map<number, LbPod>();
     for (const n of NODES) {
       const name = `lb${n}`;
@@ -375,6 +372,7 @@ async function main(): Promise<void> {
       const lb = await LbPod.create({
         ns,
         name,
+        nodeName: nodeName(n),
         podIp: podIp(n, 10),
         nodeIp: nodeIp(n),
         config,
@@ -383,7 +381,7 @@ async function main(): Promise<void> {
         namespace: NS,
       });
       teardown.add({ name, stop: () => lb.destroy(), killNow: () => undefined });
-      await lb.start(healthPort);
+      await lb.start();
       pods.set(n, lb);
     }
     const poller = new FibPoller(ecmp.routerNs.netns, `${VIP}/32`, o.pollMs);
@@ -397,7 +395,7 @@ async function main(): Promise<void> {
       throw new Error(`the router never had all three LB nodes for ${VIP}: ${poller.hops.join(",")}`);
     progress(`router FIB: ${VIP} via ${poller.hops.join(", ")}`);
 
-    const bench = new Bench(ecmp, poller, pods, healthPort);
+    const bench = new Bench(ecmp, poller, pods);
     // The first events too start from BFD Up: in the route is not yet protected by BFD.
     await Promise.all(NODES.map((n) => bench.steady(n)));
     const random = seededRandom(o.seed);

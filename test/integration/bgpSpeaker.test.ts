@@ -1,20 +1,20 @@
 // The controller's BGP side against real BIRDs: an LB pod namespace running the image's speaker
-// entrypoint, driven by SpeakerControl (what the controller calls), and a route reflector namespace
-// running the config portable-lb renders for it. VIPs appear at the reflector with the node as next
-// hop, follow the announced set, and drain withdraws them before it returns.
+// container as the pod spec renders it, driven by SpeakerControl (what the controller calls), and a
+// route reflector namespace running the reflector's pod with the config portable-lb renders for it.
+// VIPs appear at the reflector with the node as next hop, follow the announced set, and drain
+// withdraws them before it returns.
 import { renderRouteReflectorBird } from "@portable-lb/core/bgp";
-import { LB_COMMANDS } from "@portable-lb/core/config";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { lbConfigSchema } from "@portable-lb/core/config";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { SessionMonitor } from "../../lb-image/src/bgp/sessionMonitor.ts";
 import { SpeakerControl } from "../../lb-image/src/bgp/speakerControl.ts";
 import { Registry } from "prom-client";
-import {
-  NetnsLab,
-  type LabNamespace,
-  type LabProcess,
-} from "../../packages/providers/src/lab/netns/netnsLab.ts";
+import { lbPodSpec } from "../../packages/core/src/loadBalancer/podSpec.ts";
+import { RR_PATHS, routeReflectorPodSpec } from "../../packages/core/src/routeReflector/podSpec.ts";
+import { NetnsLab, type LabNamespace } from "../../packages/providers/src/lab/netns/netnsLab.ts";
+import { DeployedPod, IMAGE_PATH, removeContainerMountpoints } from "../harness/netns/deployedPod.ts";
+import type { WatchedProcess } from "../harness/netns/watchedProcess.ts";
 import { settle } from "../harness/settle.ts";
 
 const POD_IP = "10.244.1.10";
@@ -26,15 +26,16 @@ const timing = {
 };
 
 let lab: NetnsLab;
-let pod: LabNamespace;
 let rr: LabNamespace;
+/** BIRD's folder shared by the LB pod's containers (its bird-run emptyDir), and the reflector's. */
 let dir: string;
+let rrDir: string;
 let speaker: SpeakerControl;
-let reflector: LabProcess;
+let reflector: WatchedProcess;
 
 /** The reflector's VIP routes as "prefix via next-hop". */
 async function reflectorRoutes(): Promise<string[]> {
-  const out = await rr.run("birdc", ["-s", join(dir, "rr.ctl"), "show", "route", "all"]);
+  const out = await rr.run("birdc", ["-s", join(rrDir, "bird.ctl"), "show", "route", "all"]);
   const routes: string[] = [];
   let prefix = "";
   for (const line of out.split("\n")) {
@@ -48,35 +49,68 @@ async function reflectorRoutes(): Promise<string[]> {
 
 beforeAll(async () => {
   lab = await NetnsLab.create("bgpspk");
-  pod = await lab.namespace("pod");
+  const podNs = await lab.namespace("pod");
   rr = await lab.namespace("rr");
   const segment = await lab.bridge(rr, "seg", `${RR_IP}/24`);
-  await lab.attach(segment, pod, `${POD_IP}/24`, "eth0");
+  await lab.attach(segment, podNs, `${POD_IP}/24`, "eth0");
   await lab.attach(segment, await lab.namespace("node"), `${NODE_IP}/24`, "eth0");
-  dir = mkdtempSync(join(tmpdir(), "portable-lb-bgp-"));
-  writeFileSync(
-    join(dir, "rr.conf"),
-    renderRouteReflectorBird({
-      routerId: RR_IP,
-      asn: 64512,
-      speakerRanges: ["10.244.0.0/16"],
-      speakerLocalAddress: RR_IP,
-      vipPrefixes: ["10.1.1.0/24"],
-      upstreamRouters: [],
-      gracefulRestartS: 120,
-      ...timing,
+  const reflectorPod = await DeployedPod.create({
+    name: "rr",
+    namespace: "portable-lb-system",
+    spec: routeReflectorPodSpec({
+      configSecret: "rr",
+      node: "rr",
+      image: "portable-lb",
+      priorityClassName: "p",
     }),
-  );
-  reflector = await rr.spawn("bird", "bird", ["-f", "-c", join(dir, "rr.conf"), "-s", join(dir, "rr.ctl")]);
-  const bin = join(__dirname, "../../lb-image/bin", LB_COMMANDS.speaker);
-  await pod.spawn(
-    "speaker",
-    process.execPath,
-    [bin, "--config", join(dir, "bird.conf"), "--socket", join(dir, "bird.ctl")],
-    {
-      marker: bin,
+    ns: rr,
+    nodeName: "rr",
+    dir: join(lab.dir, "rr"),
+    runtime: { hostIP: RR_IP },
+    secrets: {
+      rr: {
+        [RR_PATHS.configFile]: renderRouteReflectorBird({
+          routerId: RR_IP,
+          asn: 64512,
+          speakerRanges: ["10.244.0.0/16"],
+          speakerLocalAddress: RR_IP,
+          vipPrefixes: ["10.1.1.0/24"],
+          upstreamRouters: [],
+          gracefulRestartS: 120,
+          ...timing,
+        }),
+      },
     },
-  );
+    path: IMAGE_PATH,
+  });
+  rrDir = reflectorPod.volumePath("run");
+  reflector = reflectorPod.start("bird");
+  // The LB pod's speaker container; this test plays its controller.
+  const lbPod = await DeployedPod.create({
+    name: "lb",
+    namespace: "portable-lb-system",
+    spec: lbPodSpec({
+      config: lbConfigSchema.parse({
+        routingMode: "bgp",
+        podCidr: "10.244.0.0/16",
+        vipPools: [{ name: "web", cidr: "10.1.1.0/24" }],
+        bgp: { asn: 64512, routeReflectors: [RR_IP] },
+      }),
+      image: "portable-lb",
+      serviceAccountName: "lb",
+      priorityClassName: "p",
+      nodeSelector: {},
+      configMapName: "lb",
+    }),
+    ns: podNs,
+    nodeName: "node",
+    dir: join(lab.dir, "lb"),
+    runtime: { podIP: POD_IP, hostIP: NODE_IP },
+    configMaps: { lb: {} },
+    path: IMAGE_PATH,
+  });
+  dir = lbPod.volumePath("bird-run");
+  lbPod.start("bgp-speaker");
   speaker = new SpeakerControl({
     base: {
       routerId: POD_IP,
@@ -95,7 +129,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await lab?.destroy();
-  if (dir) rmSync(dir, { recursive: true, force: true });
+  await removeContainerMountpoints();
 });
 
 describe("LB speaker driven by the controller, against a real route reflector", () => {
@@ -151,7 +185,7 @@ describe("LB speaker driven by the controller, against a real route reflector", 
       (await registry.getSingleMetricAsString("portable_lb_bgp_session_up")).trim().split("\n").pop();
     await monitor.poll();
     expect(await up()).toBe(`portable_lb_bgp_session_up{peer="${RR_IP}"} 1`);
-    await reflector.stop();
+    await reflector.signal("SIGTERM", 10_000);
     await settle(async () => (await monitor.poll()).every((s) => !s.established), 10_000);
     expect(drops).toEqual([RR_IP]);
     expect(await up()).toBe(`portable_lb_bgp_session_up{peer="${RR_IP}"} 0`);

@@ -2,14 +2,19 @@
 // traffic over all of them with ECMP, the routing table following LB pods as they come and go.
 // FRR 8.4 (bgpd, zebra, bfdd) as the router, two BIRD route reflectors with portable-lb's config on
 // nodes 1 and 2, and LB pods running the image's controller and speaker commands, fed by the local
-// control plane. The router's kernel FIB is what is asserted: the shapes of the ECMP paper's
-// Fig. 12 (thesis Table 7.2), and the right next-hop set after every failure.
+// control plane; reflectors and LB pods run as the pods portable-lb renders (their user,
+// capabilities, read-only root and volumes). The router's kernel FIB is what is asserted: the
+// shapes of the ECMP paper's Fig. 12 (thesis Table 7.2), and the right next-hop set after every
+// failure; BFD must be Up on every session, and the router must learn each LB's path once per
+// reflector.
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import { readFileSync } from "node:fs";
-import { lbConfigSchema, type LbConfigInput } from "@portable-lb/core/config";
-import { EcmpLab, nodeIp, podIp, POD_CIDR } from "../harness/netns/ecmpLab.ts";
+import type { LbConfigInput } from "@portable-lb/core/config";
+import { parseBirdBfdSessions, parseFrrBfdPeers, upPeers } from "../harness/bfdSessions.ts";
+import { EcmpLab, nodeIp, nodeName, podIp, POD_CIDR, ROUTER_IP } from "../harness/netns/ecmpLab.ts";
 import { httpHistogram, startHttpEcho, type Histogram } from "../harness/netns/httpClient.ts";
 import { LbPod } from "../harness/netns/lbPod.ts";
+import { processPrivileges } from "../harness/netns/deployedPod.ts";
 import { exportedPerSession } from "../../lb-image/src/bgp/speakerControl.ts";
 import { parseProtocols } from "../../lb-image/src/bgp/sessionMonitor.ts";
 import { createLbService } from "../harness/lbServices.ts";
@@ -37,12 +42,6 @@ const core = adminKc.makeApiClient(CoreV1Api);
 let ecmp: EcmpLab;
 const pods = new Map<string, LbPod>();
 const REFLECTORS = [1, 2];
-const HEALTH_PORT = lbConfigSchema.parse({
-  routingMode: "bgp",
-  podCidr: POD_CIDR,
-  vipPools: [{ name: "x", cidr: "10.1.2.0/24" }],
-  bgp: { asn: ASN, routeReflectors: ["10.0.0.1"] },
-}).ports.health;
 
 const podName = (group: Group, n: number) => `lb${group}${n}`;
 const pod = (group: Group, n: number) => pods.get(podName(group, n))!;
@@ -100,6 +99,7 @@ async function startPod(group: Group, n: number): Promise<LbPod> {
     lb = await LbPod.create({
       ns,
       name,
+      nodeName: nodeName(n),
       podIp: podIp(n, g.host),
       nodeIp: nodeIp(n),
       config: lbConfig(group),
@@ -109,7 +109,7 @@ async function startPod(group: Group, n: number): Promise<LbPod> {
     });
     pods.set(name, lb);
   }
-  await lb.start(HEALTH_PORT);
+  await lb.start();
   return lb;
 }
 
@@ -148,6 +148,17 @@ async function pathsVia(rr: number, vip: string): Promise<string[]> {
   const via = ` via ${nodeIp(rr)}`;
   const hops = (await routerPaths(vip)).filter((p) => p.endsWith(via)).map((p) => p.slice(0, -via.length));
   return [...new Set(hops)].sort();
+}
+
+/** The peers each daemon has BFD Up with: every LB pod's speaker, every reflector, the router. */
+async function bfdUp(): Promise<Record<string, string[]>> {
+  const up: Record<string, string[]> = {};
+  for (const [name, lb] of pods)
+    up[name] = upPeers(parseBirdBfdSessions(await lb.birdc("show", "bfd", "sessions")));
+  for (const rr of REFLECTORS)
+    up[`rr${rr}`] = upPeers(parseBirdBfdSessions(await ecmp.reflectorBirdc(rr, "show", "bfd", "sessions")));
+  up.router = upPeers(parseFrrBfdPeers(await ecmp.router.vtysh("show bfd peers json")));
+  return up;
 }
 
 /** Each BGP session of LB pod a<n> with its last state change, e.g. "16:43:47.641 Established". */
@@ -217,6 +228,33 @@ describe("ECMP over every LB pod, through route reflectors, to an FRR router", (
     await expectPathsOnce(GROUPS.b.vip, [1, 2]);
   });
 
+  it("BFD is Up on every session, run as deployed: each speaker to each reflector, each reflector to the router", async () => {
+    const reflectors = ecmp.reflectorAddresses().sort();
+    const speakers = [...pods.values()].map((p) => p.o.podIp).sort();
+    const want: Record<string, string[]> = {
+      ...Object.fromEntries([...pods.keys()].map((name) => [name, reflectors])),
+      ...Object.fromEntries(REFLECTORS.map((rr) => [`rr${rr}`, [...speakers, ROUTER_IP].sort()])),
+      router: REFLECTORS.map(nodeIp).sort(),
+    };
+    // Bounded wait, then the comparison (which shows what is not Up).
+    await waitUntil(async () => JSON.stringify(await bfdUp()) === JSON.stringify(want), 30_000, 200);
+    expect(await bfdUp()).toEqual(want);
+    // ...by BIRDs holding exactly what their containers' specs give them, and nothing more.
+    const rr = ecmp.reflectors.get(1)!;
+    for (const [bird, spec] of [
+      [await pod("a", 1).birdPid(), pod("a", 1).pod.security("bgp-speaker")],
+      [(await rr.bird.mainPid())!, rr.pod.security("bird")],
+    ] as const)
+      expect(processPrivileges(bird)).toEqual({
+        uid: spec.uid,
+        effective: spec.capabilities,
+        bounding: spec.capabilities,
+        inheritable: [],
+        ambient: [],
+        noNewPrivs: spec.noNewPrivs,
+      });
+  });
+
   it("speaker SIGKILL: its node leaves the route, and comes back when the container restarts", async () => {
     const lb = pod("a", 3);
     await lb.speaker!.signal("SIGKILL", 5_000);
@@ -235,11 +273,19 @@ describe("ECMP over every LB pod, through route reflectors, to an FRR router", (
     const load = (async () => {
       while (stopping) during.push(await spread(GROUPS.a.vip, "client", 20));
     })();
-    const changes = await watchHops(GROUPS.a.vip, () =>
-      lb.stopGracefully().finally(() => {
+    const forwardedBy = () => [...new Set(during.flatMap((h) => Object.keys(h.counts)))].sort();
+    // The load runs across the stop: it has reached every LB, the stopping one included, first.
+    await settle(() => forwardedBy().join() === lbs([1, 2, 3]).join(), 30_000).catch(async (err: unknown) => {
+      stopping = false;
+      await load;
+      throw err;
+    });
+    let failedHooks: string[] = [];
+    const changes = await watchHops(GROUPS.a.vip, async () => {
+      failedHooks = await lb.stopGracefully().finally(() => {
         stopping = false;
-      }),
-    );
+      });
+    });
     await load;
     // Both containers have exited and the pod's network is gone: by then the router had dropped the
     // node, and every new connection reaches the other two LBs.
@@ -252,6 +298,8 @@ describe("ECMP over every LB pod, through route reflectors, to an FRR router", (
       changes: [expected([1, 2, 3]), expected([1, 2])],
       hopsAfter: expected([1, 2]),
     });
+    // The controller's preStop (httpGet /prestop) withdrew the VIPs.
+    expect(failedHooks.filter((h) => h.startsWith("controller:"))).toEqual([]);
     expect({ failures: after.failures, errors: after.errors, lbs: Object.keys(after.counts).sort() }).toEqual(
       {
         failures: 0,
@@ -267,9 +315,6 @@ describe("ECMP over every LB pod, through route reflectors, to an FRR router", (
       .map((l) => JSON.parse(l) as { quiet: boolean; waitedMs: number });
     expect(drained.at(-1)).toMatchObject({ quiet: true, waitedMs: expect.any(Number) });
     expect(drained.at(-1)!.waitedMs).toBeGreaterThanOrEqual(3_000);
-    // The load ran across the stop: the stopping LB forwarded some of it, the others the rest.
-    const forwardedBy = new Set(during.flatMap((h) => Object.keys(h.counts)));
-    expect([...forwardedBy].sort()).toEqual(lbs([1, 2, 3]));
     // While the next-hop set changes, hash-threshold ECMP moves some flows to another LB, which
     // resets a connection it has no state for (the rehash weakness the BGP bench measures). With one
     // connection open at a time, that is at most one request per change, and only a reset: a request
@@ -288,8 +333,8 @@ describe("ECMP over every LB pod, through route reflectors, to an FRR router", (
 
   it("hung speaker (SIGSTOP): BFD drops it; SIGCONT: it is back", async () => {
     // Only BFD sees a hung daemon quickly: after the link-down case, wait until its sessions are back.
-    await settle(async () => (await pod("a", 3).bfdSessionsUp()) === 2, 30_000);
-    const bird = pod("a", 3).birdPid();
+    await settle(() => pod("a", 3).bfdProtected(), 30_000);
+    const bird = await pod("a", 3).birdPid();
     process.kill(bird, "SIGSTOP");
     try {
       await expectHops(GROUPS.a.vip, [1, 2], 5_000);
@@ -322,7 +367,7 @@ describe("ECMP over every LB pod, through route reflectors, to an FRR router", (
     for (const rr of [1, 2])
       await settle(async () => (await pathsVia(rr, GROUPS.a.vip)).join() === all, 30_000);
     const seen = await watchHops(GROUPS.a.vip, async () => {
-      await ecmp.reflectors.get(1)!.stop();
+      await ecmp.stopReflector(1);
       await new Promise((r) => setTimeout(r, 2_000));
       await ecmp.startReflector(1);
       // Speakers reconnect within their error wait; the router's session within its own retry.
