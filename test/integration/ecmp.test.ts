@@ -10,7 +10,7 @@
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import { readFileSync } from "node:fs";
 import type { LbConfigInput } from "@portable-lb/core/config";
-import { parseBirdBfdSessions, parseFrrBfdPeers, upPeers } from "../harness/bfdSessions.ts";
+import { parseBirdBfdSessions, upPeers } from "../harness/bfdSessions.ts";
 import { EcmpLab, nodeIp, nodeName, podIp, POD_CIDR, ROUTER_IP } from "../harness/netns/ecmpLab.ts";
 import { httpHistogram, startHttpEcho, type Histogram } from "../harness/netns/httpClient.ts";
 import { LbPod } from "../harness/netns/lbPod.ts";
@@ -113,14 +113,7 @@ async function startPod(group: Group, n: number): Promise<LbPod> {
   return lb;
 }
 
-/** Every path the router holds for a VIP (FRR's BGP table, add-path) as "LB node via reflector". */
-async function routerPaths(vip: string): Promise<string[]> {
-  const out = await ecmp.router.vtysh(`show bgp ipv4 unicast ${vip}/32 json`);
-  const paths =
-    (JSON.parse(out || "{}") as { paths?: { peer?: { peerId?: string }; nexthops?: { ip?: string }[] }[] })
-      .paths ?? [];
-  return paths.map((p) => `${p.nexthops?.[0]?.ip} via ${p.peer?.peerId}`).sort();
-}
+const routerPaths = (vip: string) => ecmp.routerPaths(`${vip}/32`);
 
 /** What the router must hold for a VIP served on `nodes`: each LB's path once from each reflector. */
 const pathsOnce = (nodes: readonly number[]) =>
@@ -157,7 +150,7 @@ async function bfdUp(): Promise<Record<string, string[]>> {
     up[name] = upPeers(parseBirdBfdSessions(await lb.birdc("show", "bfd", "sessions")));
   for (const rr of REFLECTORS)
     up[`rr${rr}`] = upPeers(parseBirdBfdSessions(await ecmp.reflectorBirdc(rr, "show", "bfd", "sessions")));
-  up.router = upPeers(parseFrrBfdPeers(await ecmp.router.vtysh("show bfd peers json")));
+  up.router = await ecmp.routerBfdUp();
   return up;
 }
 

@@ -45,7 +45,9 @@ import {
 import { repoRoot } from "../repoRoot.ts";
 import { startWatched, type WatchedProcess } from "./watchedProcess.ts";
 
-const tools = () => findTools(process.env.PATH ?? "");
+// Looked up once: findTools runs `command -v` synchronously, which would stall a benchmark's timing.
+let found: ReturnType<typeof findTools> | undefined;
+const tools = () => (found ??= findTools(process.env.PATH ?? ""));
 
 /**
  * The PATH the LB image's containers get here: its commands (lb-image/bin, which the Dockerfile

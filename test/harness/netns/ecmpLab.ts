@@ -24,7 +24,9 @@ import {
   type Bridge,
   type LabNamespace,
 } from "../../../packages/providers/src/lab/netns/netnsLab.ts";
+import { parseFrrBfdPeers, upPeers } from "../bfdSessions.ts";
 import { DeployedPod, IMAGE_PATH, removeContainerMountpoints } from "./deployedPod.ts";
+import type { LbPod } from "./lbPod.ts";
 import type { WatchedProcess } from "./watchedProcess.ts";
 
 export const ROUTER_IP = "192.168.100.1";
@@ -132,6 +134,39 @@ export class EcmpLab {
       timers: this.o.timers,
       ...(this.o.password !== undefined && { password: this.o.password }),
     });
+  }
+
+  /** Every path the router holds for `prefix` (FRR's BGP table, add-path) as "LB node via reflector". */
+  async routerPaths(prefix: string): Promise<string[]> {
+    const out = await this.router.vtysh(`show bgp ipv4 unicast ${prefix} json`);
+    const paths =
+      (JSON.parse(out || "{}") as { paths?: { peer?: { peerId?: string }; nexthops?: { ip?: string }[] }[] })
+        .paths ?? [];
+    return paths.map((p) => `${p.nexthops?.[0]?.ip} via ${p.peer?.peerId}`).sort();
+  }
+
+  /** The reflectors (node addresses) the router has BFD Up with. */
+  async routerBfdUp(): Promise<string[]> {
+    return upPeers(parseFrrBfdPeers(await this.router.vtysh("show bfd peers json")));
+  }
+
+  /**
+   * Whether the router's paths to `vip` through LB pod `lb` on node `n` are all protected by BFD:
+   * the pod's sessions are (LbPod.bfdProtected), the router has BFD Up with every reflector, and it
+   * holds the node's path from each of them.
+   */
+  async pathsProtected(n: number, lb: LbPod, vip: string): Promise<boolean> {
+    const reflectors = this.o.reflectorNodes.map(nodeIp);
+    const [pod, bfd, paths] = await Promise.all([
+      lb.bfdProtected(),
+      this.routerBfdUp(),
+      this.routerPaths(`${vip}/32`),
+    ]);
+    return (
+      pod &&
+      bfd.join() === [...reflectors].sort().join() &&
+      reflectors.every((rr) => paths.includes(`${nodeIp(n)} via ${rr}`))
+    );
   }
 
   /** The reflectors' speaker-facing addresses: what the LB config lists as bgp.routeReflectors. */

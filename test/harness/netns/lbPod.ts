@@ -139,25 +139,27 @@ export class LbPod {
   }
 
   /**
-   * The kubelet's graceful stop: both containers' preStop hooks at once, then SIGTERM to both; once
-   * both have exited, the pod's network goes (its sandbox is torn down), so whatever still reaches
-   * it is lost. Returns the hooks that failed (the kubelet's FailedPreStopHook: it goes on anyway).
+   * The kubelet's graceful stop: each container's preStop hook, then its SIGTERM, the containers side
+   * by side within one grace period (a hook that fails or returns early lets its container stop at
+   * once, as on a real node). Once both have exited the pod's network goes (its sandbox is torn
+   * down), so whatever still reaches it is lost. Returns the hooks that failed (the kubelet's
+   * FailedPreStopHook: it goes on anyway).
    */
   async stopGracefully(): Promise<string[]> {
-    const graceMs = lbTerminationGraceS(this.config) * 1000;
+    const deadline = Date.now() + lbTerminationGraceS(this.config) * 1000;
     const containers = { "bgp-speaker": this.speaker, controller: this.controller };
-    const hooks = await Promise.all(
-      Object.keys(containers).map(async (name) => ({ name, result: await this.pod.preStop(name, graceMs) })),
+    const stopped = await Promise.all(
+      Object.entries(containers).map(async ([name, proc]) => {
+        const hook = await this.pod.preStop(name, Math.max(0, deadline - Date.now()));
+        // As the kubelet: SIGTERM gets at least 2 s even when the hook used up the grace period.
+        const exit = await proc?.signal("SIGTERM", Math.max(2_000, deadline - Date.now()));
+        return { failed: hook && !hook.ok ? [`${name}: ${hook.detail}`] : [], running: proc && !exit };
+      }),
     );
-    const exits = await Promise.all(
-      Object.values(containers)
-        .filter((c) => c !== undefined)
-        .map((c) => c.signal("SIGTERM", graceMs)),
-    );
-    if (exits.includes(undefined))
+    if (stopped.some((s) => s.running))
       throw new NetnsError(`${this.o.name}: still running after its grace period`);
     await this.#network(false);
-    return hooks.flatMap((h) => (h.result && !h.result.ok ? [`${h.name}: ${h.result.detail}`] : []));
+    return stopped.flatMap((s) => s.failed);
   }
 
   /**
