@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Builds the LB pod's BGP speaker (and route reflector): Debian's BIRD (the bird2 source package:
-# upstream's tarball plus Debian's patches, the same configure flags) with two patches of ours:
+# upstream's tarball plus Debian's patches, the same configure flags) with three patches of ours:
 #   connect-delay-zero.patch      Stock BIRD waits 0.75-1 s before a new session's first connect,
 #                                 whatever `connect delay time` says; with it, 0 means at once, which
 #                                 lets a starting LB pod join the ECMP set well under the 300 ms p50.
 #   bfd-peer-session-restart.patch  A BFD session still Up when its peer restarted the session (a
 #                                 hung speaker resuming) goes Down at the peer's first packet instead
 #                                 of ~3 s later, which reset the BGP session that had come back.
+#   socket-priority-fallback.patch  BFD asks for socket priority 7, which needs CAP_NET_ADMIN (or
+#                                 CAP_NET_RAW from Linux 5.17); without, every BFD socket failed
+#                                 and no BFD session came up. It now takes 6 and says so once.
 # Used by the Dockerfile's bird stage and by scripts/bootstrap/bird.sh (the tests' BIRD), so both
 # run the same bytes.
 #
@@ -43,7 +46,7 @@ while read -r p; do
   case $p in '' | '#'*) continue ;; esac
   patch -p1 --quiet <"../debian/patches/$p"
 done <../debian/patches/series
-for p in connect-delay-zero bfd-peer-session-restart; do patch -p1 --quiet <"$here/$p.patch"; done
+for p in connect-delay-zero bfd-peer-session-restart socket-priority-fallback; do patch -p1 --quiet <"$here/$p.patch"; done
 
 # Debian's flags (debian/rules), so the daemon behaves as the packaged one does.
 flags="-g -O2 -fno-strict-aliasing -fno-strict-overflow -fPIC"

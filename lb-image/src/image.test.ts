@@ -131,6 +131,17 @@ describe("lb-image/Dockerfile", () => {
     expect(dockerfile.indexOf("COPY --from=bird")).toBeGreaterThan(dockerfile.indexOf("iproute2 bird2"));
   });
 
+  it("applies every BIRD patch in lb-image/bird, and only those", () => {
+    const build = readFileSync(join(LB_IMAGE, "bird/build.sh"), "utf8");
+    const applied = /^for p in ([\w -]+); do patch -p1/m.exec(build)?.[1]?.split(" ");
+    const patches = readdirSync(join(LB_IMAGE, "bird"))
+      .filter((f) => f.endsWith(".patch"))
+      .map((f) => f.replace(/\.patch$/, ""));
+    expect(applied?.sort()).toEqual(patches.sort());
+    // The build script names what each patch is for.
+    for (const p of patches) expect(build).toContain(`#   ${p}.patch`);
+  });
+
   it("installs the Debian package of every tool the code runs", () => {
     const sources = readdirSync(join(LB_IMAGE, "src"), { recursive: true, encoding: "utf8" })
       .filter((f) => f.endsWith(".ts") && !f.endsWith(".test.ts") && !f.split("/").includes("testing"))

@@ -18,8 +18,8 @@ runProcess(LB_COMMANDS.controller, async ({ config, kubeconfig, log }) => {
         speaker: {
           podIp: process.env.POD_IP,
           nodeIp: process.env.HOST_IP,
-          // Shared with the speaker container; several LB pods on one filesystem (tests) need their own.
-          runDir: process.env.PORTABLE_LB_BIRD_DIR ?? LB_PATHS.birdRunDir,
+          // Shared with the speaker container (an emptyDir both mount).
+          runDir: LB_PATHS.birdRunDir,
         },
       }),
   });

@@ -1,9 +1,10 @@
 // The lab end to end, through the real Pulumi engine and the root program, as `npm run lab` runs it
 // (but in a stack and namespaces of its own, so a developer's lab is left alone): up → the demo
 // VIP answers, the router has one ECMP next hop per LB node, requests spread over LB nodes and
-// backends → a second up changes nothing → LB pods 3 → 1 → 3, the route following → destroy,
-// leaving no namespace, process or folder behind.
-import { existsSync, readFileSync } from "node:fs";
+// backends, BFD is Up between the router, the reflectors and every LB speaker (their pods run by
+// the lab's kubelet stand-in with the capabilities their specs give) → a second up changes nothing
+// → LB pods 3 → 1 → 3, the route following → destroy, leaving no namespace, process or folder behind.
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { load } from "js-yaml";
 import { curlSpread, routerNextHops } from "../../packages/providers/src/lab/labReport.ts";
@@ -12,6 +13,7 @@ import { controlPlaneDir, labDir } from "../../packages/providers/src/lab/ops/fa
 import { execCommand } from "../../packages/providers/src/lab/netns/netnsLab.ts";
 import { waitUntil } from "../../packages/providers/src/lab/processes.ts";
 import { TestStack } from "../harness/testStack.ts";
+import { parseBirdBfdSessions, parseFrrBfdPeers, upPeers } from "../harness/bfdSessions.ts";
 
 const repoRoot = join(__dirname, "..", "..");
 const NAME = "plb-e2e";
@@ -45,6 +47,53 @@ async function hopsWhen(plan: LabPlan, vip: string, done: (hops: string[]) => bo
 /** The router's next hops for the VIP once they equal `want` (bounded); what it had otherwise. */
 const hopsBecome = (plan: LabPlan, vip: string, want: string[]) =>
   hopsWhen(plan, vip, (hops) => JSON.stringify(hops) === JSON.stringify(want));
+
+/** The control socket of every BIRD the lab's pods run, by kind: in their emptyDirs on this machine. */
+function birdSockets(plan: LabPlan): { reflectors: string[]; speakers: string[] } {
+  const sockets = readdirSync(labDir(plan), { recursive: true, encoding: "utf8" })
+    .filter((f) => f.endsWith("/bird.ctl"))
+    .map((f) => join(labDir(plan), f));
+  return {
+    // The RouteReflector's emptyDir is "run", the LB pod's "bird-run".
+    reflectors: sockets.filter((s) => s.includes("/volumes/run/")),
+    speakers: sockets.filter((s) => s.includes("/volumes/bird-run/")),
+  };
+}
+
+/** The peers each BIRD (by socket) and the router's FRR have BFD Up with. */
+async function bfdUp(
+  plan: LabPlan,
+): Promise<{ router: string[]; reflectors: string[][]; speakers: string[][] }> {
+  // From the socket's folder: its full path here is longer than a unix socket address may be.
+  const bird = async (socket: string) => {
+    const show = 'cd "$(dirname "$0")" && exec birdc -s bird.ctl show bfd sessions';
+    return upPeers(parseBirdBfdSessions((await execCommand("sh", ["-c", show, socket])).stdout));
+  };
+  // vtysh needs the router's vty folder: bfdd's --vty_socket, found among the router's processes.
+  const pids = (await execCommand("ip", ["netns", "pids", plan.router.netns])).stdout
+    .split(/\s+/)
+    .filter(Boolean);
+  const vty = pids
+    .map((pid) => {
+      try {
+        return readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
+      } catch {
+        return [];
+      }
+    })
+    .find((argv) => argv[0]?.endsWith("/bfdd"))
+    ?.find((_arg, i, argv) => argv[i - 1] === "--vty_socket");
+  const frr = await execCommand("ip", [
+    ...["netns", "exec", plan.router.netns],
+    ...["vtysh", "--vty_socket", vty ?? "", "-c", "show bfd peers json"],
+  ]);
+  const { reflectors, speakers } = birdSockets(plan);
+  return {
+    router: upPeers(parseFrrBfdPeers(frr.stdout)),
+    reflectors: await Promise.all(reflectors.map(bird)),
+    speakers: await Promise.all(speakers.map(bird)),
+  };
+}
 
 // Bounds: a cold up starts a control plane, six nodes and ~20 pods on two CPUs.
 const UP_MS = 15 * 60_000;
@@ -106,6 +155,34 @@ describe("the lab: npm run lab's stack, end to end", () => {
       for (const backend of Object.keys(spread.backends)) expect(backend).toMatch(/^10\.244\.\d+\.\d+$/);
     },
     UP_MS,
+  );
+
+  it(
+    "has BFD Up between the router and each reflector, and between each reflector and every LB speaker",
+    async () => {
+      requireUp();
+      const reflectors = plan.reflectors.map((r) => r.address).sort();
+      // Each reflector: the router and the three LB speakers (by pod or, masqueraded, node address).
+      const seen = async () => {
+        const up = await bfdUp(plan);
+        return {
+          router: up.router,
+          reflectors: up.reflectors.map((p) => ({
+            router: p.includes(plan.router.ip),
+            speakers: p.length - 1,
+          })),
+          speakers: up.speakers,
+        };
+      };
+      const want = {
+        router: reflectors,
+        reflectors: reflectors.map(() => ({ router: true, speakers: lbNodeIps().length })),
+        speakers: lbNodeIps().map(() => reflectors),
+      };
+      await waitUntil(async () => JSON.stringify(await seen()) === JSON.stringify(want), 60_000, 1_000);
+      expect(await seen()).toEqual(want);
+    },
+    STEP_MS,
   );
 
   it(

@@ -4,10 +4,8 @@
 // fix, its session metrics say so, BIRD keeps retrying (a fixed path establishes the session with
 // no restart), and the data plane keeps serving meanwhile.
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
-import { lbConfigSchema, type LbConfigInput } from "@portable-lb/core/config";
-import { writeFileSync } from "node:fs";
-import { join } from "node:path";
-import { EcmpLab, nodeIp, podIp, POD_CIDR } from "../harness/netns/ecmpLab.ts";
+import type { LbConfigInput } from "@portable-lb/core/config";
+import { EcmpLab, nodeIp, nodeName, podIp, POD_CIDR } from "../harness/netns/ecmpLab.ts";
 import { startHttpEcho } from "../harness/netns/httpClient.ts";
 import { LbPod } from "../harness/netns/lbPod.ts";
 import { createLbService } from "../harness/lbServices.ts";
@@ -38,7 +36,7 @@ const core = adminKc.makeApiClient(CoreV1Api);
 let ecmp: EcmpLab;
 const pods = new Map<Case, LbPod>();
 
-function config(c: Case, passwordFile: string): LbConfigInput {
+function config(c: Case): LbConfigInput {
   return {
     loadBalancerClass: CLASS,
     routingMode: "bgp",
@@ -48,17 +46,14 @@ function config(c: Case, passwordFile: string): LbConfigInput {
     bgp: {
       asn: CASES[c].asn,
       routeReflectors: ecmp.reflectorAddresses(),
-      passwordFile,
       gracefulRestartS: 120,
       ...timing,
     },
   };
 }
-const ports = (c: LbConfigInput) => lbConfigSchema.parse(c).ports;
-
 async function metric(c: Case, line: RegExp): Promise<string | undefined> {
   const lb = pods.get(c)!;
-  const { body } = await lb.get(ports(lb.o.config).metrics, "/metrics");
+  const { body } = await lb.get(lb.config.ports.metrics, "/metrics");
   return body.split("\n").find((l) => line.test(l));
 }
 
@@ -91,20 +86,21 @@ beforeAll(async () => {
     const ns = await ecmp.pod(1, name, CASES[c].host, { forwarding: true });
     // The unreachable case: this pod has no path to the reflector (a blackhole on its side).
     if (c === "unreachable") await ns.ip("route", "add", "unreachable", `${ecmp.reflectorAddresses()[0]}/32`);
-    const passwordFile = join(ecmp.lab.dir, `${name}.password`);
-    writeFileSync(passwordFile, CASES[c].password, { mode: 0o600 });
     const lb = await LbPod.create({
       ns,
       name,
+      nodeName: nodeName(1),
       podIp: podIp(1, CASES[c].host),
       nodeIp: nodeIp(1),
-      config: config(c, passwordFile),
+      config: config(c),
+      // From a Secret, as the LoadBalancer component renders it.
+      bgpPassword: CASES[c].password,
       dir: ecmp.lab.dir,
       kubeconfig: testKubeconfig(),
       namespace: NS,
     });
     pods.set(c, lb);
-    await lb.start(ports(lb.o.config).health);
+    await lb.start();
   }
 });
 
@@ -129,7 +125,7 @@ describe("BGP bad input: an Event naming the fix, metrics, retries, and the data
     // The controller runs on and serves: rules for the VIP are in its namespace, /healthz answers.
     expect(lb.controller!.status()).toBeUndefined();
     expect(await lb.o.ns.run("nft", ["list", "map", "ip", "portable_lb", "services"])).toContain(VIP);
-    expect((await lb.get(ports(lb.o.config).health, "/healthz")).status).toBe(200);
+    expect((await lb.get(lb.config.ports.health, "/healthz")).status).toBe(200);
     // The router never learns a path through a pod whose session is not up.
     expect(await ecmp.router.nextHops(`${VIP}/32`)).toEqual([]);
   });

@@ -1,13 +1,12 @@
 // The controller's BGP side against real BIRDs: an LB pod namespace running the image's speaker
-// entrypoint (BIRD and the lease watchdog), driven by SpeakerControl and AnnouncementLease (what the
-// controller calls), and two route reflector namespaces running the config portable-lb renders for
-// them. VIPs appear at the reflectors with the node as next hop, follow the announced set and the
+// container as the pod spec renders it (BIRD and the lease watchdog), driven by SpeakerControl and
+// AnnouncementLease (what the controller calls), and two route reflector namespaces running the
+// reflector's pod with the config portable-lb renders for them. VIPs appear at the reflectors with the node as next hop, follow the announced set and the
 // export set, go within a second when the lease stops being renewed, and drain withdraws them
 // before it returns. Last, the preStop command withdraws through BIRD alone, with no controller.
 import { renderRouteReflectorBird, renderSpeakerBird } from "@portable-lb/core/bgp";
-import { ANNOUNCEMENT_LEASE, BIRD_RUN_FILES, LB_COMMANDS } from "@portable-lb/core/config";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { ANNOUNCEMENT_LEASE, BIRD_RUN_FILES, LB_COMMANDS, lbConfigSchema } from "@portable-lb/core/config";
+import { readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { AnnouncementLease, leaseSchema, speakerInstance } from "../../lb-image/src/bgp/announcementLease.ts";
 import { ControllerPresence } from "../../lb-image/src/bgp/controllerPresence.ts";
@@ -16,11 +15,11 @@ import { parseProtocols, protocolUp } from "../../lb-image/src/bgp/birdOutput.ts
 import { SessionMonitor } from "../../lb-image/src/bgp/sessionMonitor.ts";
 import { SpeakerControl } from "../../lb-image/src/bgp/speakerControl.ts";
 import { Registry } from "prom-client";
-import {
-  NetnsLab,
-  type LabNamespace,
-  type LabProcess,
-} from "../../packages/providers/src/lab/netns/netnsLab.ts";
+import { lbPodSpec } from "../../packages/core/src/loadBalancer/podSpec.ts";
+import { RR_PATHS, routeReflectorPodSpec } from "../../packages/core/src/routeReflector/podSpec.ts";
+import { NetnsLab, type LabNamespace } from "../../packages/providers/src/lab/netns/netnsLab.ts";
+import { DeployedPod, IMAGE_PATH, removeContainerMountpoints } from "../harness/netns/deployedPod.ts";
+import type { WatchedProcess } from "../harness/netns/watchedProcess.ts";
 import { waitUntil } from "../../packages/providers/src/lab/processes.ts";
 import { settle } from "../harness/settle.ts";
 
@@ -38,11 +37,14 @@ const PATH = `${dirname(process.execPath)}:${process.env.PATH ?? ""}`;
 let lab: NetnsLab;
 let pod: LabNamespace;
 const rrs: LabNamespace[] = [];
-const reflectors: LabProcess[] = [];
+/** Each reflector's BIRD folder (its pod's run emptyDir). */
+const rrDirs: string[] = [];
+const reflectors: WatchedProcess[] = [];
+/** BIRD's folder shared by the LB pod's containers (its bird-run emptyDir). */
 let dir: string;
 let lease: AnnouncementLease;
 let speaker: SpeakerControl;
-let speakerProcess: LabProcess;
+let speakerProcess: WatchedProcess;
 let bird: BirdControl;
 /** The controller's renewals (what the controller does every ANNOUNCEMENT_LEASE.renewMs). */
 let renewals: NodeJS.Timeout | undefined;
@@ -65,7 +67,7 @@ function stopRenewing(): void {
 
 /** Reflector `i`'s VIP routes as "prefix via next-hop". */
 async function reflectorRoutes(i: number): Promise<string[]> {
-  const out = await rrs[i]!.run("birdc", ["-s", join(dir, `rr${i}.ctl`), "show", "route", "all"]);
+  const out = await rrs[i]!.run("birdc", ["-s", join(rrDirs[i]!, "bird.ctl"), "show", "route", "all"]);
   const routes: string[] = [];
   let prefix = "";
   for (const line of out.split("\n")) {
@@ -83,7 +85,7 @@ const via = (...vips: string[]) => vips.map((v) => `${v}/32 via ${NODE_IP}`);
 
 /** Each reflector's BGP sessions (dynamic, one per speaker) with their last change: a reset shows. */
 async function reflectorSessions(i: number): Promise<string[]> {
-  const out = await rrs[i]!.run("birdc", ["-s", join(dir, `rr${i}.ctl`), "show", "protocols"]);
+  const out = await rrs[i]!.run("birdc", ["-s", join(rrDirs[i]!, "bird.ctl"), "show", "protocols"]);
   return parseProtocols(out).map((s) => `${s.name} ${s.since} ${s.info}`);
 }
 
@@ -97,37 +99,70 @@ beforeAll(async () => {
   pod = await lab.namespace("pod");
   const segment = await lab.bridge(pod, "seg", `${POD_IP}/24`);
   await lab.attach(segment, await lab.namespace("node"), `${NODE_IP}/24`, "eth0");
-  dir = mkdtempSync(join(tmpdir(), "portable-lb-bgp-"));
-  // This test plays the controller: the speaker's watchdog must see its process there.
-  presence = await ControllerPresence.listen(dir);
   for (const [i, ip] of RR_IPS.entries()) {
     const rr = await lab.namespace(`rr${i}`);
     await lab.attach(segment, rr, `${ip}/24`, "eth0");
     rrs.push(rr);
-    writeFileSync(
-      join(dir, `rr${i}.conf`),
-      renderRouteReflectorBird({
-        routerId: ip,
-        asn: 64512,
-        speakerRanges: ["10.244.0.0/16"],
-        speakerLocalAddress: ip,
-        vipPrefixes: ["10.1.1.0/24"],
-        upstreamRouters: [],
-        peerReflectors: [],
-        gracefulRestartS: 120,
-        ...timing,
+    const reflectorPod = await DeployedPod.create({
+      name: `rr${i}`,
+      namespace: "portable-lb-system",
+      spec: routeReflectorPodSpec({
+        configSecret: `rr${i}`,
+        node: `rr${i}`,
+        image: "portable-lb",
+        priorityClassName: "p",
       }),
-    );
-    reflectors.push(
-      await rr.spawn(`rr${i}`, "bird", ["-f", "-c", join(dir, `rr${i}.conf`), "-s", join(dir, `rr${i}.ctl`)]),
-    );
+      ns: rr,
+      nodeName: `rr${i}`,
+      dir: join(lab.dir, `rr${i}`),
+      runtime: { hostIP: ip },
+      secrets: {
+        [`rr${i}`]: {
+          [RR_PATHS.configFile]: renderRouteReflectorBird({
+            routerId: ip,
+            asn: 64512,
+            speakerRanges: ["10.244.0.0/16"],
+            speakerLocalAddress: ip,
+            vipPrefixes: ["10.1.1.0/24"],
+            upstreamRouters: [],
+            gracefulRestartS: 120,
+            ...timing,
+          }),
+        },
+      },
+      path: IMAGE_PATH,
+    });
+    rrDirs.push(reflectorPod.volumePath("run"));
+    reflectors.push(reflectorPod.start("bird"));
   }
-  speakerProcess = await pod.spawn(
-    "speaker",
-    process.execPath,
-    [bin(LB_COMMANDS.speaker), "--config", join(dir, "bird.conf"), "--socket", join(dir, "bird.ctl")],
-    { marker: bin(LB_COMMANDS.speaker) },
-  );
+  // The LB pod's speaker container; this test plays its controller.
+  const lbPod = await DeployedPod.create({
+    name: "lb",
+    namespace: "portable-lb-system",
+    spec: lbPodSpec({
+      config: lbConfigSchema.parse({
+        routingMode: "bgp",
+        podCidr: "10.244.0.0/16",
+        vipPools: [{ name: "web", cidr: "10.1.1.0/24" }],
+        bgp: { asn: 64512, routeReflectors: RR_IPS },
+      }),
+      image: "portable-lb",
+      serviceAccountName: "lb",
+      priorityClassName: "p",
+      nodeSelector: {},
+      configMapName: "lb",
+    }),
+    ns: pod,
+    nodeName: "node",
+    dir: join(lab.dir, "lb"),
+    runtime: { podIP: POD_IP, hostIP: NODE_IP },
+    configMaps: { lb: {} },
+    path: IMAGE_PATH,
+  });
+  dir = lbPod.volumePath("bird-run");
+  // The controller's side: the speaker's watchdog must see its process there.
+  presence = await ControllerPresence.listen(dir);
+  speakerProcess = lbPod.start("bgp-speaker");
   lease = new AnnouncementLease({ runDir: dir, holder: "controller" });
   speaker = new SpeakerControl({
     base: {
@@ -151,7 +186,7 @@ afterAll(async () => {
   stopRenewing();
   await presence?.close();
   await lab?.destroy();
-  if (dir) rmSync(dir, { recursive: true, force: true });
+  await removeContainerMountpoints();
 });
 
 describe("LB speaker driven by the controller, against two real route reflectors", () => {
@@ -287,7 +322,7 @@ describe("LB speaker driven by the controller, against two real route reflectors
       (await registry.getSingleMetricAsString("portable_lb_bgp_session_up")).trim().split("\n").slice(2);
     await m.poll();
     expect(await up()).toEqual(RR_IPS.map((ip) => `portable_lb_bgp_session_up{peer="${ip}"} 1`));
-    await reflectors[0]!.stop();
+    await reflectors[0]!.signal("SIGTERM", 10_000);
     await settle(async () => !(await m.poll()).reflectors[0]!.established, 10_000);
     expect(drops).toEqual([RR_IPS[0]]);
     expect(await up()).toEqual([
@@ -300,7 +335,7 @@ describe("LB speaker driven by the controller, against two real route reflectors
 describe(`${LB_COMMANDS.withdraw} with no controller`, () => {
   it("withdraws through BIRD's socket alone: revokes the lease, disables the VIPs, waits until none is exported", async () => {
     // BIRD alone, announcing (no speaker process, so no watchdog: this path must work by itself).
-    await speakerProcess.stop();
+    await speakerProcess.signal("SIGTERM", 10_000);
     writeFileSync(join(dir, BIRD_RUN_FILES.vipsGate), "disabled no;\n");
     writeFileSync(
       join(dir, BIRD_RUN_FILES.config),

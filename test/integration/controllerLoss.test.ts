@@ -1,21 +1,17 @@
 // The loss of the controller, with the image's real commands: an LB pod (controller and speaker,
-// each PID 1 of its own PID namespace, sharing a BIRD folder) fed by the local control plane,
-// announcing a VIP to a real route reflector. A killed controller's presence socket closes, and
+// run as the pod spec renders them) fed by the local control plane, announcing a VIP to a real
+// route reflector (run as its pod spec renders it). A killed controller's presence socket closes, and
 // the speaker's watchdog withdraws the VIP at once; a frozen (SIGSTOP) one stops renewing its
 // announcement lease, and the watchdog withdraws it once the lease's TTL has passed;
 // the speaker's preStop withdraws through BIRD when the controller is hung or gone, and through
 // the controller when it answers.
 import { CoreV1Api, DiscoveryV1Api } from "@kubernetes/client-node";
 import { renderRouteReflectorBird } from "@portable-lb/core/bgp";
-import {
-  ANNOUNCEMENT_LEASE,
-  LB_COMMANDS,
-  lbConfigSchema,
-  type LbConfigInput,
-} from "@portable-lb/core/config";
-import { dirname, join } from "node:path";
-import { writeFileSync } from "node:fs";
+import { ANNOUNCEMENT_LEASE, type LbConfigInput } from "@portable-lb/core/config";
+import { join } from "node:path";
 import { lbService, slice } from "../../lb-image/src/controller/testing/k8sObjects.ts";
+import { RR_PATHS, routeReflectorPodSpec } from "../../packages/core/src/routeReflector/podSpec.ts";
+import { DeployedPod, IMAGE_PATH, removeContainerMountpoints } from "../harness/netns/deployedPod.ts";
 import { LbPod } from "../harness/netns/lbPod.ts";
 import { NetnsLab, type LabNamespace } from "../../packages/providers/src/lab/netns/netnsLab.ts";
 import { waitUntil } from "../../packages/providers/src/lab/processes.ts";
@@ -40,10 +36,6 @@ const config: LbConfigInput = {
   dataPlane: { mode: "nftables" },
   bgp: { asn: 64512, routeReflectors: [RR_IP], gracefulRestartS: 120, ...timing },
 };
-const HEALTH_PORT = lbConfigSchema.parse(config).ports.health;
-const bin = (command: string) => join(__dirname, "../../lb-image/bin", command);
-// The launchers start with `#!/usr/bin/env node`: this Node first on PATH, as in the image.
-const PATH = `${dirname(process.execPath)}:${process.env.PATH ?? ""}`;
 
 const core = testKubeConfig().makeApiClient(CoreV1Api);
 const discovery = testKubeConfig().makeApiClient(DiscoveryV1Api);
@@ -52,11 +44,13 @@ let lab: NetnsLab;
 let rr: LabNamespace;
 let podNs: LabNamespace;
 let lb: LbPod;
+/** The reflector's BIRD socket (in its pod's run emptyDir). */
+let rrSocket: string;
 
 /** Whether the reflector holds the VIP (from this pod: the only speaker). */
 async function announced(): Promise<boolean> {
   // BIRD answers "Network not found" (exit 1) for a prefix it does not hold.
-  const r = await rr.exec("birdc", ["-s", join(lab.dir, "rr.ctl"), "show", "route", `${VIP}/32`]);
+  const r = await rr.exec("birdc", ["-s", rrSocket, "show", "route", `${VIP}/32`]);
   return r.stdout.includes(`${VIP}/32`);
 }
 
@@ -67,15 +61,15 @@ async function msUntilAnnounced(want: boolean, from = performance.now()): Promis
     : undefined;
 }
 
-/** The speaker's preStop command, as the pod spec runs it. */
-async function preStop(): Promise<{ code: number; out: string; ms: number }> {
+/** The speaker container's preStop hook, as the kubelet runs it (exec inside the container). */
+async function preStop(): Promise<{ ok: boolean; out: string; ms: number }> {
   const started = performance.now();
-  const r = await podNs.exec(
-    bin(LB_COMMANDS.withdraw),
-    ["--port", String(HEALTH_PORT), "--run-dir", lb.birdDir],
-    { env: { PATH }, timeoutMs: 30_000 },
-  );
-  return { code: r.code, out: r.stdout, ms: Math.round(performance.now() - started) };
+  const r = await lb.pod.preStop("bgp-speaker", 30_000);
+  return {
+    ok: r?.ok ?? false,
+    out: r?.detail ?? "no preStop hook",
+    ms: Math.round(performance.now() - started),
+  };
 }
 
 /** The pod (both containers) started, announcing the VIP. */
@@ -83,6 +77,7 @@ async function startPod(): Promise<void> {
   lb = await LbPod.create({
     ns: podNs,
     name: "lbloss",
+    nodeName: "node",
     podIp: POD_IP,
     nodeIp: NODE_IP,
     config,
@@ -90,7 +85,7 @@ async function startPod(): Promise<void> {
     kubeconfig: testKubeconfig(),
     namespace: NS,
   });
-  await lb.start(HEALTH_PORT);
+  await lb.start();
   await settle(announced, 60_000);
 }
 
@@ -104,21 +99,38 @@ beforeAll(async () => {
   await lab.attach(segment, node, `${NODE_IP}/24`, "eth0");
   // What the node agent does: the node hands the pool's traffic to the LB pod (its check needs it).
   await node.route("10.1.5.0/24", POD_IP);
-  writeFileSync(
-    join(lab.dir, "rr.conf"),
-    renderRouteReflectorBird({
-      routerId: RR_IP,
-      asn: 64512,
-      speakerRanges: ["10.244.0.0/16"],
-      speakerLocalAddress: RR_IP,
-      vipPrefixes: ["10.1.5.0/24"],
-      upstreamRouters: [],
-      peerReflectors: [],
-      gracefulRestartS: 120,
-      ...timing,
+  // The reflector as its pod spec runs it.
+  const reflector = await DeployedPod.create({
+    name: "rr",
+    namespace: "portable-lb-system",
+    spec: routeReflectorPodSpec({
+      configSecret: "rr",
+      node: "rr",
+      image: "portable-lb",
+      priorityClassName: "p",
     }),
-  );
-  await rr.spawn("rr", "bird", ["-f", "-c", join(lab.dir, "rr.conf"), "-s", join(lab.dir, "rr.ctl")]);
+    ns: rr,
+    nodeName: "rr",
+    dir: join(lab.dir, "rr"),
+    runtime: { hostIP: RR_IP },
+    secrets: {
+      rr: {
+        [RR_PATHS.configFile]: renderRouteReflectorBird({
+          routerId: RR_IP,
+          asn: 64512,
+          speakerRanges: ["10.244.0.0/16"],
+          speakerLocalAddress: RR_IP,
+          vipPrefixes: ["10.1.5.0/24"],
+          upstreamRouters: [],
+          gracefulRestartS: 120,
+          ...timing,
+        }),
+      },
+    },
+    path: IMAGE_PATH,
+  });
+  rrSocket = join(reflector.volumePath("run"), "bird.ctl");
+  reflector.start("bird");
   await core.createNamespace({ body: { metadata: { name: NS } } });
   await core.createNamespacedService({
     namespace: NS,
@@ -134,6 +146,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await lb?.destroy();
   await lab?.destroy();
+  await removeContainerMountpoints();
   await core.deleteNamespace({ name: NS }).catch(() => undefined);
 });
 
@@ -161,8 +174,8 @@ describe("the loss of the controller", () => {
     expect(withdrawnMs).toBeLessThan(1_000);
     expect(lb.speaker!.lastLines(50)).toContain("the controller's process is gone");
     const r = await preStop();
-    expect({ code: r.code, out: r.out }).toEqual({
-      code: 0,
+    expect({ ok: r.ok, out: r.out }).toEqual({
+      ok: true,
       out: expect.stringContaining("withdrawn through BIRD"),
     });
     expect(r.out).toContain("ECONNREFUSED");
@@ -175,9 +188,9 @@ describe("the loss of the controller", () => {
     await startPod();
     await lb.controller!.signal("SIGSTOP", 0);
     const r = await preStop();
-    console.log(`preStop with a hung controller: exit ${r.code} after ${r.ms} ms`);
-    expect({ code: r.code, out: r.out }).toEqual({
-      code: 0,
+    console.log(`preStop with a hung controller: ${r.ok ? "succeeded" : "failed"} after ${r.ms} ms`);
+    expect({ ok: r.ok, out: r.out }).toEqual({
+      ok: true,
       out: expect.stringContaining("withdrawn through BIRD"),
     });
     expect(r.out).toContain("no answer within 5 s");
@@ -189,9 +202,9 @@ describe("the loss of the controller", () => {
     await lb.destroy();
     await startPod();
     const r = await preStop();
-    console.log(`preStop with a live controller: exit ${r.code} after ${r.ms} ms`);
-    expect({ code: r.code, out: r.out }).toEqual({
-      code: 0,
+    console.log(`preStop with a live controller: ${r.ok ? "succeeded" : "failed"} after ${r.ms} ms`);
+    expect({ ok: r.ok, out: r.out }).toEqual({
+      ok: true,
       out: expect.stringContaining("withdrawn by the controller"),
     });
     expect(await announced()).toBe(false);

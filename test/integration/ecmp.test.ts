@@ -2,14 +2,19 @@
 // traffic over all of them with ECMP, the routing table following LB pods as they come and go.
 // FRR 8.4 (bgpd, zebra, bfdd) as the router, two BIRD route reflectors with portable-lb's config on
 // nodes 1 and 2, and LB pods running the image's controller and speaker commands, fed by the local
-// control plane. The router's kernel FIB is what is asserted: the shapes of the ECMP paper's
-// Fig. 12 (thesis Table 7.2), and the right next-hop set after every failure.
+// control plane; reflectors and LB pods run as the pods portable-lb renders (their user,
+// capabilities, read-only root and volumes). The router's kernel FIB is what is asserted: the
+// shapes of the ECMP paper's Fig. 12 (thesis Table 7.2), and the right next-hop set after every
+// failure; BFD must be Up on every session, and the router must learn each LB's path once per
+// reflector.
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import { readFileSync } from "node:fs";
-import { lbConfigSchema, type LbConfigInput } from "@portable-lb/core/config";
-import { EcmpLab, nodeIp, podIp, POD_CIDR } from "../harness/netns/ecmpLab.ts";
+import type { LbConfigInput } from "@portable-lb/core/config";
+import { parseBirdBfdSessions, upPeers } from "../harness/bfdSessions.ts";
+import { EcmpLab, nodeIp, nodeName, podIp, POD_CIDR, ROUTER_IP } from "../harness/netns/ecmpLab.ts";
 import { httpHistogram, startHttpEcho, type Histogram } from "../harness/netns/httpClient.ts";
 import { LbPod } from "../harness/netns/lbPod.ts";
+import { processPrivileges } from "../harness/netns/deployedPod.ts";
 import { exportedPerSession, parseProtocols } from "../../lb-image/src/bgp/birdOutput.ts";
 import { createLbService } from "../harness/lbServices.ts";
 import { waitUntil } from "../../packages/providers/src/lab/processes.ts";
@@ -35,12 +40,7 @@ const core = adminKc.makeApiClient(CoreV1Api);
 
 let ecmp: EcmpLab;
 const pods = new Map<string, LbPod>();
-const HEALTH_PORT = lbConfigSchema.parse({
-  routingMode: "bgp",
-  podCidr: POD_CIDR,
-  vipPools: [{ name: "x", cidr: "10.1.2.0/24" }],
-  bgp: { asn: ASN, routeReflectors: ["10.0.0.1"] },
-}).ports.health;
+const REFLECTORS = [1, 2];
 
 const podName = (group: Group, n: number) => `lb${group}${n}`;
 const pod = (group: Group, n: number) => pods.get(podName(group, n))!;
@@ -98,6 +98,7 @@ async function startPod(group: Group, n: number): Promise<LbPod> {
     lb = await LbPod.create({
       ns,
       name,
+      nodeName: nodeName(n),
       podIp: podIp(n, g.host),
       nodeIp: nodeIp(n),
       config: lbConfig(group),
@@ -107,18 +108,49 @@ async function startPod(group: Group, n: number): Promise<LbPod> {
     });
     pods.set(name, lb);
   }
-  await lb.start(HEALTH_PORT);
+  await lb.start();
   return lb;
 }
 
-/** The LB nodes the router has a path to for a VIP through reflector `rr` (FRR's BGP table, add-path). */
+const routerPaths = (vip: string) => ecmp.routerPaths(`${vip}/32`);
+
+/** What the router must hold for a VIP served on `nodes`: each LB's path once from each reflector. */
+const pathsOnce = (nodes: readonly number[]) =>
+  nodes.flatMap((lb) => REFLECTORS.map((rr) => `${nodeIp(lb)} via ${nodeIp(rr)}`)).sort();
+
+/**
+ * The router gets to hold each LB's path once from each reflector, and no copy arrives later (a
+ * reflector passing on another's paths added them a moment after the originals). A session that
+ * flaps meanwhile may take paths away, never add a second one.
+ */
+async function expectPathsOnce(vip: string, nodes: readonly number[]): Promise<void> {
+  const want = pathsOnce(nodes);
+  await waitUntil(async () => (await routerPaths(vip)).join() === want.join(), 30_000, 100);
+  expect(await routerPaths(vip)).toEqual(want);
+  const extra: string[] = [];
+  for (const until = Date.now() + 3_000; Date.now() < until; await new Promise((r) => setTimeout(r, 100))) {
+    const paths = await routerPaths(vip);
+    extra.push(...paths.filter((p, i) => paths.indexOf(p) !== i || !want.includes(p)));
+  }
+  expect(extra).toEqual([]);
+}
+
+/** The LB nodes the router has a path to for a VIP through reflector `rr`. */
 async function pathsVia(rr: number, vip: string): Promise<string[]> {
-  const out = await ecmp.router.vtysh(`show bgp ipv4 unicast ${vip}/32 json`);
-  const paths =
-    (JSON.parse(out || "{}") as { paths?: { peer?: { peerId?: string }; nexthops?: { ip?: string }[] }[] })
-      .paths ?? [];
-  const hops = paths.filter((p) => p.peer?.peerId === nodeIp(rr)).map((p) => p.nexthops?.[0]?.ip ?? "");
+  const via = ` via ${nodeIp(rr)}`;
+  const hops = (await routerPaths(vip)).filter((p) => p.endsWith(via)).map((p) => p.slice(0, -via.length));
   return [...new Set(hops)].sort();
+}
+
+/** The peers each daemon has BFD Up with: every LB pod's speaker, every reflector, the router. */
+async function bfdUp(): Promise<Record<string, string[]>> {
+  const up: Record<string, string[]> = {};
+  for (const [name, lb] of pods)
+    up[name] = upPeers(parseBirdBfdSessions(await lb.birdc("show", "bfd", "sessions")));
+  for (const rr of REFLECTORS)
+    up[`rr${rr}`] = upPeers(parseBirdBfdSessions(await ecmp.reflectorBirdc(rr, "show", "bfd", "sessions")));
+  up.router = await ecmp.routerBfdUp();
+  return up;
 }
 
 /** Each BGP session of LB pod a<n> with its last state change, e.g. "2026-05-04T16:43:47.641+0000 Established". */
@@ -134,7 +166,7 @@ beforeAll(async () => {
   ecmp = await EcmpLab.create({
     name: "ecmp",
     nodes: 3,
-    reflectorNodes: [1, 2],
+    reflectorNodes: REFLECTORS,
     asn: ASN,
     vipPools: [GROUPS.a.pool, GROUPS.b.pool],
     gracefulRestartS: 120,
@@ -169,6 +201,9 @@ describe("ECMP over every LB pod, through route reflectors, to an FRR router", (
   it("three LBs: three next hops of weight 1, and requests spread over the three LBs", async () => {
     await Promise.all([startPod("a", 2), startPod("a", 3)]);
     await expectHops(GROUPS.a.vip, [1, 2, 3], 30_000);
+    // The router learns each LB's path once through each reflector: 3 LBs × 2 reflectors, no more
+    // (a reflector passing on the other's paths too made it 10 here, 12 in the lab).
+    await expectPathsOnce(GROUPS.a.vip, [1, 2, 3]);
     const byLb = await spread(GROUPS.a.vip, "client");
     expect({ failures: byLb.failures, lbs: Object.keys(byLb.counts).sort() }).toEqual({
       failures: 0,
@@ -182,6 +217,34 @@ describe("ECMP over every LB pod, through route reflectors, to an FRR router", (
     expect(await hops(GROUPS.a.vip)).toEqual(expected([1, 2, 3]));
     const byLb = await spread(GROUPS.b.vip, "client", 60);
     expect(Object.keys(byLb.counts).sort()).toEqual([1, 2].map((n) => podIp(n, GROUPS.b.host)));
+    await expectPathsOnce(GROUPS.b.vip, [1, 2]);
+  });
+
+  it("BFD is Up on every session, run as deployed: each speaker to each reflector, each reflector to the router", async () => {
+    const reflectors = ecmp.reflectorAddresses().sort();
+    const speakers = [...pods.values()].map((p) => p.o.podIp).sort();
+    const want: Record<string, string[]> = {
+      ...Object.fromEntries([...pods.keys()].map((name) => [name, reflectors])),
+      ...Object.fromEntries(REFLECTORS.map((rr) => [`rr${rr}`, [...speakers, ROUTER_IP].sort()])),
+      router: REFLECTORS.map(nodeIp).sort(),
+    };
+    // Bounded wait, then the comparison (which shows what is not Up).
+    await waitUntil(async () => JSON.stringify(await bfdUp()) === JSON.stringify(want), 30_000, 200);
+    expect(await bfdUp()).toEqual(want);
+    // ...by BIRDs holding exactly what their containers' specs give them, and nothing more.
+    const rr = ecmp.reflectors.get(1)!;
+    for (const [bird, spec] of [
+      [await pod("a", 1).birdPid(), pod("a", 1).pod.security("bgp-speaker")],
+      [(await rr.bird.mainPid())!, rr.pod.security("bird")],
+    ] as const)
+      expect(processPrivileges(bird)).toEqual({
+        uid: spec.uid,
+        effective: spec.capabilities,
+        bounding: spec.capabilities,
+        inheritable: [],
+        ambient: [],
+        noNewPrivs: spec.noNewPrivs,
+      });
   });
 
   it("speaker SIGKILL: its node leaves the route, and comes back when the container restarts", async () => {
@@ -202,11 +265,19 @@ describe("ECMP over every LB pod, through route reflectors, to an FRR router", (
     const load = (async () => {
       while (stopping) during.push(await spread(GROUPS.a.vip, "client", 20));
     })();
-    const changes = await watchHops(GROUPS.a.vip, () =>
-      lb.stopGracefully().finally(() => {
+    const forwardedBy = () => [...new Set(during.flatMap((h) => Object.keys(h.counts)))].sort();
+    // The load runs across the stop: it has reached every LB, the stopping one included, first.
+    await settle(() => forwardedBy().join() === lbs([1, 2, 3]).join(), 30_000).catch(async (err: unknown) => {
+      stopping = false;
+      await load;
+      throw err;
+    });
+    let failedHooks: string[] = [];
+    const changes = await watchHops(GROUPS.a.vip, async () => {
+      failedHooks = await lb.stopGracefully().finally(() => {
         stopping = false;
-      }),
-    );
+      });
+    });
     await load;
     // Both containers have exited and the pod's network is gone: by then the router had dropped the
     // node, and every new connection reaches the other two LBs.
@@ -219,6 +290,8 @@ describe("ECMP over every LB pod, through route reflectors, to an FRR router", (
       changes: [expected([1, 2, 3]), expected([1, 2])],
       hopsAfter: expected([1, 2]),
     });
+    // The controller's preStop (httpGet /prestop) withdrew the VIPs.
+    expect(failedHooks.filter((h) => h.startsWith("controller:"))).toEqual([]);
     expect({ failures: after.failures, errors: after.errors, lbs: Object.keys(after.counts).sort() }).toEqual(
       {
         failures: 0,
@@ -234,9 +307,6 @@ describe("ECMP over every LB pod, through route reflectors, to an FRR router", (
       .map((l) => JSON.parse(l) as { quiet: boolean; waitedMs: number });
     expect(drained.at(-1)).toMatchObject({ quiet: true, waitedMs: expect.any(Number) });
     expect(drained.at(-1)!.waitedMs).toBeGreaterThanOrEqual(3_000);
-    // The load ran across the stop: the stopping LB forwarded some of it, the others the rest.
-    const forwardedBy = new Set(during.flatMap((h) => Object.keys(h.counts)));
-    expect([...forwardedBy].sort()).toEqual(lbs([1, 2, 3]));
     // While the next-hop set changes, hash-threshold ECMP moves some flows to another LB, which
     // resets a connection it has no state for (the rehash weakness the BGP bench measures). With one
     // connection open at a time, that is at most one request per change, and only a reset: a request
@@ -270,6 +340,7 @@ describe("ECMP over every LB pod, through route reflectors, to an FRR router", (
     const lb = await LbPod.create({
       ns,
       name,
+      nodeName: nodeName(3),
       podIp: podIp(3, g.host),
       nodeIp: nodeIp(3),
       config: lbConfig("b"),
@@ -277,8 +348,7 @@ describe("ECMP over every LB pod, through route reflectors, to an FRR router", (
       kubeconfig: testKubeconfig(),
       namespace: NS,
     });
-    pods.set(name, lb);
-    await lb.start(HEALTH_PORT);
+    await lb.start();
     // Its rules and sessions come up, but without the node's route it must stay out.
     await settle(async () => (await lb.birdc("show", "protocols")).includes("Established"), 30_000);
     await new Promise((r) => setTimeout(r, 3_000));
@@ -289,15 +359,16 @@ describe("ECMP over every LB pod, through route reflectors, to an FRR router", (
     await ecmp.nodeRoute(3, g.pool, podIp(3, g.host));
     await expectHops(g.vip, [1, 2, 3], 5_000);
     expect((await spread(g.vip, "client", 30)).failures).toBe(0);
-    await lb.stopGracefully();
+    expect(await lb.stopGracefully()).toEqual([]);
+    await lb.destroy();
     await ecmp.node(3).ns.ip("route", "del", g.pool);
     await expectHops(g.vip, [1, 2], 5_000);
   });
 
   it("hung speaker (SIGSTOP): BFD drops it; SIGCONT: it is back", async () => {
     // Only BFD sees a hung daemon quickly: after the link-down case, wait until its sessions are back.
-    await settle(async () => (await pod("a", 3).bfdSessionsUp()) === 2, 30_000);
-    const bird = pod("a", 3).birdPid();
+    await settle(() => pod("a", 3).bfdProtected(), 30_000);
+    const bird = await pod("a", 3).birdPid();
     process.kill(bird, "SIGSTOP");
     try {
       await expectHops(GROUPS.a.vip, [1, 2], 5_000);
@@ -319,8 +390,7 @@ describe("ECMP over every LB pod, through route reflectors, to an FRR router", (
   });
 
   it("route reflector restart: the other reflector keeps every path in the router", async () => {
-    // After the failures above, every LB pod exports its VIP on its own session to each reflector
-    // (the router's paths alone cannot show that: a reflector re-advertises the other's paths too),
+    // After the failures above, every LB pod exports its VIP on its own session to each reflector,
     // and the router holds every node's path through both reflectors.
     for (const n of GROUPS.a.nodes)
       await settle(async () => {
@@ -331,7 +401,7 @@ describe("ECMP over every LB pod, through route reflectors, to an FRR router", (
     for (const rr of [1, 2])
       await settle(async () => (await pathsVia(rr, GROUPS.a.vip)).join() === all, 30_000);
     const seen = await watchHops(GROUPS.a.vip, async () => {
-      await ecmp.reflectors.get(1)!.stop();
+      await ecmp.stopReflector(1);
       await new Promise((r) => setTimeout(r, 2_000));
       await ecmp.startReflector(1);
       // Speakers reconnect within their error wait; the router's session within its own retry.

@@ -1,13 +1,17 @@
 // The speaker container's two commands from the image, run as the pod runs them: the entrypoint with
-// the real BIRD in a lab namespace, and the preStop withdraw against the controller's real HTTP server.
-import { BIRD_RUN_FILES, LB_COMMANDS } from "@portable-lb/core/config";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+// the real BIRD in a lab namespace, as the bgp-speaker container the pod spec renders (its user,
+// capabilities, read-only root and BIRD's emptyDir), and the preStop withdraw against the
+// controller's real HTTP server.
+import type { V1PodSpec } from "@kubernetes/client-node";
+import { BIRD_RUN_FILES, LB_COMMANDS, lbConfigSchema } from "@portable-lb/core/config";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import type { Server } from "node:http";
 import { dirname, join } from "node:path";
 import { Registry } from "prom-client";
 import { startHttpServer } from "../../lb-image/src/controller/httpServer.ts";
+import { lbPodSpec } from "../../packages/core/src/loadBalancer/podSpec.ts";
 import { execCommand, NetnsLab, type LabNamespace } from "../../packages/providers/src/lab/netns/netnsLab.ts";
-import { startWatched } from "../harness/netns/watchedProcess.ts";
+import { DeployedPod, IMAGE_PATH, removeContainerMountpoints } from "../harness/netns/deployedPod.ts";
 import { waitUntil } from "../../packages/providers/src/lab/processes.ts";
 
 const bin = (command: string) => join(__dirname, "../../lb-image/bin", command);
@@ -24,6 +28,12 @@ const GOOD = [
   "}",
   "",
 ].join("\n");
+const config = lbConfigSchema.parse({
+  routingMode: "bgp",
+  podCidr: "10.244.0.0/16",
+  vipPools: [{ name: "web", cidr: "10.1.1.0/24" }],
+  bgp: { asn: 64512, routeReflectors: ["10.0.0.5"] },
+});
 
 let lab: NetnsLab;
 let ns: LabNamespace;
@@ -35,34 +45,49 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await lab?.destroy();
+  await removeContainerMountpoints();
 });
 
-/** BIRD's config and socket paths for one case: its own folder (the pod's bird-run emptyDir). */
-function runDir(name: string): { dir: string; conf: string; sock: string } {
+/** A folder for BIRD's files where no pod runs (the withdraw command's cases). */
+function birdDir(name: string): { dir: string; conf: string; sock: string } {
   const dir = join(lab.dir, name);
   mkdirSync(dir, { recursive: true });
   return { dir, conf: join(dir, BIRD_RUN_FILES.config), sock: join(dir, BIRD_RUN_FILES.socket) };
 }
 
-/** The speaker as in its container: PID 1 of its own PID namespace, where only handled signals arrive. */
-function startSpeaker(name: string) {
-  const { dir, conf, sock } = runDir(name);
-  const speaker = startWatched(
-    ns,
-    lab.dir,
+/**
+ * An LB pod of its own for one case, its speaker container (with `args` after the command, for a
+ * flag under test) not started yet; `conf` and `sock` are BIRD's files in its emptyDir.
+ */
+async function speakerPod(name: string, args: string[] = []) {
+  const spec = lbPodSpec({
+    config,
+    image: "portable-lb",
+    serviceAccountName: "lb",
+    priorityClassName: "p",
+    nodeSelector: {},
+    configMapName: "lb",
+  }) as V1PodSpec;
+  spec.containers.find((c) => c.name === "bgp-speaker")!.args = args;
+  const pod = await DeployedPod.create({
     name,
-    [bin(LB_COMMANDS.speaker), "--config", conf, "--socket", sock],
-    {
-      env: { PATH },
-      asPid1: true,
-    },
-  );
-  return { speaker, dir, conf, sock };
+    namespace: "portable-lb-system",
+    spec,
+    ns,
+    nodeName: "node",
+    dir: join(lab.dir, name),
+    runtime: { podIP: "10.244.1.10", hostIP: "10.0.0.1" },
+    configMaps: { lb: {} },
+    path: IMAGE_PATH,
+  });
+  const dir = pod.volumePath("bird-run");
+  return { pod, dir, conf: join(dir, BIRD_RUN_FILES.config), sock: join(dir, BIRD_RUN_FILES.socket) };
 }
 
 describe(LB_COMMANDS.speaker, () => {
   it("waits for the controller's config, runs BIRD on it, and stops BIRD cleanly on SIGTERM", async () => {
-    const { speaker, dir, conf, sock } = startSpeaker("good");
+    const { pod, dir, conf, sock } = await speakerPod("good");
+    const speaker = pod.start("bgp-speaker");
     try {
       expect(
         await waitUntil(
@@ -82,6 +107,8 @@ describe(LB_COMMANDS.speaker, () => {
       expect((await ns.exec("birdc", ["-s", sock, "show", "protocols", "vips"])).stdout).toMatch(
         /vips .* down /,
       );
+      const pid1 = await speaker.mainPid();
+      const bird = readFileSync(`/proc/${pid1}/task/${pid1}/children`, "utf8").trim();
       const exit = await speaker.signal("SIGTERM", 10_000);
       expect({ exit, log: exit?.code === 0 ? "" : speaker.lastLines() }).toEqual({
         exit: { code: 0, signal: null },
@@ -90,14 +117,14 @@ describe(LB_COMMANDS.speaker, () => {
       // BIRD's own clean shutdown (it logs to stderr as configured), and no BIRD left behind.
       expect(speaker.lastLines()).toContain("Shutdown completed");
       expect((await ns.exec("birdc", ["-s", sock, "show", "status"])).code).not.toBe(0);
-      expect((await ns.exec("pgrep", ["-f", `bird -f -c ${conf}`])).stdout).toBe("");
+      expect(existsSync(`/proc/${bird}`)).toBe(false);
     } finally {
       await speaker.kill();
     }
   });
 
   it("exits 0 at once on SIGTERM while still waiting for a config", async () => {
-    const { speaker } = startSpeaker("never-written");
+    const speaker = (await speakerPod("never-written")).pod.start("bgp-speaker");
     try {
       expect(await waitUntil(() => speaker.lastLines().includes("waiting for"), 10_000)).toBe(true);
       expect(await speaker.signal("SIGTERM", 3_000)).toEqual({ code: 0, signal: null });
@@ -107,27 +134,19 @@ describe(LB_COMMANDS.speaker, () => {
   });
 
   it("refuses a config BIRD's parser rejects, with BIRD's message (exit 2)", async () => {
-    const { conf, sock } = runDir("bad");
+    const { pod, conf } = await speakerPod("bad");
     writeFileSync(conf, "router id 10.0.0.9;\nprotocol bgp { neighbor 10.0.0.5; }\n");
-    const r = await ns.exec(bin(LB_COMMANDS.speaker), ["--config", conf, "--socket", sock], {
-      env: { PATH },
-    });
-    expect(r.code).toBe(2);
-    expect(r.stdout).toContain(`BIRD refused the config ${conf}`);
-    expect(r.stdout).toContain("Local AS number must be set");
+    const speaker = pod.start("bgp-speaker");
+    expect((await speaker.exited).code).toBe(2);
+    // The path as the container sees it: the emptyDir mounted at /run/bird.
+    expect(speaker.lastLines()).toContain("BIRD refused the config /run/bird/bird.conf");
+    expect(speaker.lastLines()).toContain("Local AS number must be set");
   });
 
   it("gives up when no config comes in time (exit 1)", async () => {
-    const { conf, sock } = runDir("late");
-    const r = await ns.exec(
-      bin(LB_COMMANDS.speaker),
-      ["--config", conf, "--socket", sock, "--wait-seconds", "1"],
-      {
-        env: { PATH },
-      },
-    );
-    expect(r.code).toBe(1);
-    expect(r.stdout).toContain("no BIRD config after 1 s");
+    const speaker = (await speakerPod("late", ["--wait-seconds", "1"])).pod.start("bgp-speaker");
+    expect((await speaker.exited).code).toBe(1);
+    expect(speaker.lastLines()).toContain("no BIRD config after 1 s");
   });
 });
 
@@ -142,12 +161,12 @@ describe(LB_COMMANDS.withdraw, () => {
   /**
    * Runs the withdraw command as the pod spec does (the controller's health port as an argument)
    * against the controller's real HTTP server on loopback, draining with `drain`; BIRD's folder
-   * is `birdDir` (by default one where BIRD does not run).
+   * is `runDir` (by default one where BIRD does not run).
    */
   async function withdrawAgainst(
     drain: () => Promise<void>,
     flags: string[] = [],
-    birdDir = runDir("none").dir,
+    runDir = birdDir("none").dir,
   ) {
     server = await startHttpServer(0, { ready: () => true, drain }, new Registry(), "127.0.0.1");
     const port = (server.address() as { port: number }).port;
@@ -155,7 +174,7 @@ describe(LB_COMMANDS.withdraw, () => {
     // On the host: the test's HTTP server is on the host's loopback (in the pod both share one).
     const r = await execCommand(
       bin(LB_COMMANDS.withdraw),
-      ["--port", String(port), "--run-dir", birdDir, ...flags],
+      ["--port", String(port), "--run-dir", runDir, ...flags],
       { env: { PATH }, timeoutMs: 30_000 },
     );
     return { code: r.code, out: r.stdout, elapsedMs: Date.now() - started };
@@ -175,7 +194,7 @@ describe(LB_COMMANDS.withdraw, () => {
 
   it("withdraws through BIRD when the controller fails, and exits 1 naming both failures when BIRD cannot", async () => {
     // A BIRD that has no VIPs' protocol to disable.
-    const { dir, conf, sock } = runDir("no-vips");
+    const { dir, conf, sock } = birdDir("no-vips");
     writeFileSync(conf, "router id 10.0.0.9;\nprotocol device {}\n");
     const bird = await ns.spawn("bird-novips", "bird", ["-f", "-c", conf, "-s", sock]);
     try {
@@ -208,7 +227,7 @@ describe(LB_COMMANDS.withdraw, () => {
     // In the lab's namespace nothing listens at all.
     const gone = await ns.exec(
       bin(LB_COMMANDS.withdraw),
-      ["--port", "9151", "--run-dir", runDir("none").dir],
+      ["--port", "9151", "--run-dir", birdDir("none").dir],
       {
         env: { PATH },
       },

@@ -6,9 +6,9 @@
 //                                                       └── nodeN
 //
 // Nodes route each other's pod subnets (flannel host-gw does this in a cluster) and forward. Route
-// reflectors run on some nodes with the host's network (as the RouteReflector component deploys
-// them): the router peers with their node address, LB speakers with their pod-bridge (overlay)
-// address. LB pods and backends are namespaces on a node's pod bridge (`pod`); `nodeRoute` is what
+// reflectors run on some nodes with the host's network, as the pod the RouteReflector component
+// renders (DeployedPod: its user, capabilities, read-only root and volumes): the router peers with
+// their node address, LB speakers with their pod-bridge (overlay) address. LB pods and backends are namespaces on a node's pod bridge (`pod`); `nodeRoute` is what
 // the node agent does for the LB pod on that node.
 import {
   renderRouteReflectorBird,
@@ -16,15 +16,18 @@ import {
   type BfdTimers,
   type BgpTimers,
 } from "@portable-lb/core/bgp";
-import { writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { RR_PATHS, routeReflectorPodSpec } from "../../../packages/core/src/routeReflector/podSpec.ts";
 import { FrrRouter } from "../../../packages/providers/src/lab/netns/frrRouter.ts";
 import {
   NetnsLab,
   type Bridge,
   type LabNamespace,
-  type LabProcess,
 } from "../../../packages/providers/src/lab/netns/netnsLab.ts";
+import { parseFrrBfdPeers, upPeers } from "../bfdSessions.ts";
+import { DeployedPod, IMAGE_PATH, removeContainerMountpoints } from "./deployedPod.ts";
+import type { LbPod } from "./lbPod.ts";
+import type { WatchedProcess } from "./watchedProcess.ts";
 
 export const ROUTER_IP = "192.168.100.1";
 export const CLIENT_IP = "10.10.0.2";
@@ -58,6 +61,7 @@ export interface LabNode {
 }
 
 export const nodeIp = (n: number) => `192.168.100.${10 + n}`;
+export const nodeName = (n: number) => `node${n}`;
 export const podIp = (node: number, host: number) => `10.244.${node}.${host}`;
 
 export class EcmpLab {
@@ -67,7 +71,7 @@ export class EcmpLab {
   readonly client: LabNamespace;
   readonly routerNs: LabNamespace;
   router!: FrrRouter;
-  readonly reflectors = new Map<number, LabProcess>();
+  readonly reflectors = new Map<number, { pod: DeployedPod; bird: WatchedProcess }>();
 
   private constructor(
     lab: NetnsLab,
@@ -132,40 +136,104 @@ export class EcmpLab {
     });
   }
 
+  /** Every path the router holds for `prefix` (FRR's BGP table, add-path) as "LB node via reflector". */
+  async routerPaths(prefix: string): Promise<string[]> {
+    const out = await this.router.vtysh(`show bgp ipv4 unicast ${prefix} json`);
+    const paths =
+      (JSON.parse(out || "{}") as { paths?: { peer?: { peerId?: string }; nexthops?: { ip?: string }[] }[] })
+        .paths ?? [];
+    return paths.map((p) => `${p.nexthops?.[0]?.ip} via ${p.peer?.peerId}`).sort();
+  }
+
+  /** The reflectors (node addresses) the router has BFD Up with. */
+  async routerBfdUp(): Promise<string[]> {
+    return upPeers(parseFrrBfdPeers(await this.router.vtysh("show bfd peers json")));
+  }
+
+  /**
+   * Whether the router's paths to `vip` through LB pod `lb` on node `n` are all protected by BFD:
+   * the pod's sessions are (LbPod.bfdProtected), the router has BFD Up with every reflector, and it
+   * holds the node's path from each of them.
+   */
+  async pathsProtected(n: number, lb: LbPod, vip: string): Promise<boolean> {
+    const reflectors = this.o.reflectorNodes.map(nodeIp);
+    const [pod, bfd, paths] = await Promise.all([
+      lb.bfdProtected(),
+      this.routerBfdUp(),
+      this.routerPaths(`${vip}/32`),
+    ]);
+    return (
+      pod &&
+      bfd.join() === [...reflectors].sort().join() &&
+      reflectors.every((rr) => paths.includes(`${nodeIp(n)} via ${rr}`))
+    );
+  }
+
   /** The reflectors' speaker-facing addresses: what the LB config lists as bgp.routeReflectors. */
   reflectorAddresses(): string[] {
     return this.o.reflectorNodes.map((n) => this.node(n).podGateway);
   }
 
+  /** The control socket of the reflector on node `n`, on this machine. */
   reflectorSocket(n: number): string {
-    return join(this.lab.dir, `rr${n}.ctl`);
+    const rr = this.reflectors.get(n);
+    if (!rr) throw new Error(`ecmp lab: no reflector on node ${n}`);
+    return join(rr.pod.volumePath("run"), "bird.ctl");
   }
 
-  /** Starts (or restarts) the route reflector on node `n`, with the config portable-lb renders. */
-  async startReflector(n: number): Promise<LabProcess> {
+  /** birdc on the reflector of node `n`; "" while its BIRD does not answer. */
+  async reflectorBirdc(n: number, ...args: string[]): Promise<string> {
+    const r = await this.node(n).ns.exec("birdc", ["-s", this.reflectorSocket(n), ...args]);
+    return r.code === 0 ? r.stdout : "";
+  }
+
+  /**
+   * Starts (or restarts) the route reflector on node `n`: the pod the RouteReflector component
+   * renders, its Secret holding the config portable-lb renders for it.
+   */
+  async startReflector(n: number): Promise<WatchedProcess> {
     const node = this.node(n);
-    const file = join(this.lab.dir, `rr${n}.conf`);
-    writeFileSync(
-      file,
-      renderRouteReflectorBird({
+    let pod = this.reflectors.get(n)?.pod;
+    if (!pod) {
+      const secret = `portable-lb-rr-${n}`;
+      const config = renderRouteReflectorBird({
         routerId: node.ip,
         asn: this.o.asn,
         speakerRanges: [POD_CIDR],
         speakerLocalAddress: node.podGateway,
         vipPrefixes: this.o.vipPools,
         upstreamRouters: [ROUTER_IP],
-        peerReflectors: this.o.reflectorNodes.filter((m) => m !== n).map(nodeIp),
         bfd: this.o.bfd,
         timers: this.o.timers,
         gracefulRestartS: this.o.gracefulRestartS,
         ...(this.o.password !== undefined && { password: this.o.password }),
-      }),
-    );
-    const proc = await node.ns.spawn(`rr${n}`, "bird", ["-f", "-c", file, "-s", this.reflectorSocket(n)], {
-      marker: file,
-    });
-    this.reflectors.set(n, proc);
-    return proc;
+      });
+      pod = await DeployedPod.create({
+        name: `rr${n}`,
+        namespace: "portable-lb-system",
+        spec: routeReflectorPodSpec({
+          configSecret: secret,
+          node: nodeName(n),
+          image: "portable-lb",
+          priorityClassName: "portable-lb-dataplane",
+        }),
+        ns: node.ns,
+        nodeName: nodeName(n),
+        dir: join(this.lab.dir, `rr${n}`),
+        runtime: { hostIP: node.ip },
+        secrets: { [secret]: { [RR_PATHS.configFile]: config } },
+        path: IMAGE_PATH,
+      });
+    }
+    const bird = pod.start("bird");
+    this.reflectors.set(n, { pod, bird });
+    return bird;
+  }
+
+  /** Stops the reflector on node `n` as a pod deletion does (SIGTERM: BIRD's clean shutdown). */
+  async stopReflector(n: number): Promise<void> {
+    const bird = this.reflectors.get(n)?.bird;
+    if (bird && (await bird.signal("SIGTERM", 10_000)) === undefined) await bird.kill();
   }
 
   /** A pod namespace on node `n`'s pod bridge at 10.244.n.host, its default route via the node. */
@@ -205,5 +273,6 @@ export class EcmpLab {
   async destroy(): Promise<void> {
     await this.router.stop().catch(() => undefined);
     await this.lab.destroy();
+    await removeContainerMountpoints();
   }
 }

@@ -1,40 +1,45 @@
-// An LB pod in a lab: the image's controller and speaker commands, each as PID 1 of its own PID
-// namespace (as in their containers), inside one network namespace (the pod's), sharing a BIRD
-// folder (the pod's emptyDir), with the API server reached through an ApiBridge. The failure
-// cases of the BGP tests act on it as the kubelet or a fault would: preStop then SIGTERM, SIGKILL
-// of a container, SIGSTOP of the BIRD daemon.
-import {
-  LB_COMMANDS,
-  LB_HTTP_PATHS,
-  lbConfigSchema,
-  type LbConfig,
-  type LbConfigInput,
-} from "@portable-lb/core/config";
-import { lbTerminationGraceS } from "../../../packages/core/src/loadBalancer/podSpec.ts";
-import { execFileSync } from "node:child_process";
-import { mkdirSync, writeFileSync } from "node:fs";
-import { dirname, join } from "node:path";
+// An LB pod in a lab: the pod spec the LoadBalancer component renders (lbPodSpec) for the given
+// config, run in the pod's network namespace as the kubelet would run it (DeployedPod): the image's
+// controller and speaker commands with the containers' user, capabilities, no_new_privs, read-only
+// root and volumes, the API server reached through an ApiBridge. The failure cases of the BGP tests
+// act on it as the kubelet or a fault would: preStop hooks then SIGTERM, SIGKILL of a container,
+// SIGSTOP of the BIRD daemon.
+import { LB_PATHS, lbConfigSchema, type LbConfig, type LbConfigInput } from "@portable-lb/core/config";
+import { lbPodSpec, lbTerminationGraceS } from "../../../packages/core/src/loadBalancer/podSpec.ts";
+import { copyFileSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import { waitUntil } from "../../../packages/providers/src/lab/processes.ts";
-import { repoRoot } from "../repoRoot.ts";
 import { ApiBridge } from "./apiBridge.ts";
+import { DeployedPod, IMAGE_PATH } from "./deployedPod.ts";
 import { getInside } from "./httpClient.ts";
 import { NetnsError, type LabNamespace } from "../../../packages/providers/src/lab/netns/netnsLab.ts";
-import { startWatched, type WatchedProcess } from "./watchedProcess.ts";
+import type { WatchedProcess } from "./watchedProcess.ts";
+import { parseBirdBfdSessions, upPeers } from "../bfdSessions.ts";
+import { exportedPerSession, parseProtocols } from "../../../lb-image/src/bgp/birdOutput.ts";
 
-const LB_IMAGE = join(repoRoot(), "lb-image");
-const bin = (command: string) => join(LB_IMAGE, "bin", command);
-// The launchers start with `#!/usr/bin/env node`: this Node first on PATH, as in the image.
-const PATH = `${dirname(process.execPath)}:${process.env.PATH ?? ""}`;
+const CONFIG_MAP = "portable-lb-controller-config";
+const PASSWORD_SECRET = "portable-lb-controller-bgp";
+/**
+ * Where the controller finds the API server's credentials. A cluster's admission adds a
+ * ServiceAccount token volume to the pod; the tests mount a kubeconfig (of the bridged API server)
+ * in its place.
+ */
+const API_CREDENTIALS = "/var/run/secrets/portable-lb-tests/kubeconfig";
+const BRIDGE_PORT = 6443;
 
 export interface LbPodOptions {
   /** The pod's network namespace, already plugged into its node's pod bridge. */
   ns: LabNamespace;
   /** The pod name (POD_NAME: its leader-election identity and Event target). */
   name: string;
+  /** The node it runs on (NODE_NAME). */
+  nodeName: string;
   podIp: string;
   /** HOST_IP: the BGP next hop. */
   nodeIp: string;
   config: LbConfigInput;
+  /** The BGP password: given, the pod gets it from a Secret, as the LoadBalancer component renders it. */
+  bgpPassword?: string;
   /** Where the pod's files and logs go (the lab's folder). */
   dir: string;
   /** The test's admin kubeconfig; the pod reaches the same API server through a bridge. */
@@ -45,56 +50,83 @@ export interface LbPodOptions {
 
 export class LbPod {
   readonly o: LbPodOptions;
-  readonly dir: string;
-  readonly configFile: string;
   /** The config as the pod's processes read it (defaults filled in). */
-  readonly #config: LbConfig;
+  readonly config: LbConfig;
+  readonly pod: DeployedPod;
   readonly #bridge: ApiBridge;
   controller: WatchedProcess | undefined;
   speaker: WatchedProcess | undefined;
 
-  private constructor(o: LbPodOptions, bridge: ApiBridge) {
+  private constructor(o: LbPodOptions, config: LbConfig, pod: DeployedPod, bridge: ApiBridge) {
     this.o = o;
+    this.config = config;
+    this.pod = pod;
     this.#bridge = bridge;
-    this.dir = join(o.dir, o.name);
-    this.configFile = join(this.dir, "config.json");
-    this.#config = lbConfigSchema.parse(o.config);
   }
 
   static async create(o: LbPodOptions): Promise<LbPod> {
-    const pod = new LbPod(o, await ApiBridge.open(o.ns, o.kubeconfig));
-    mkdirSync(join(pod.dir, "bird"), { recursive: true });
-    writeFileSync(pod.configFile, JSON.stringify(o.config));
-    return pod;
+    const parsed = lbConfigSchema.parse(o.config);
+    // As the LoadBalancer component renders it: the password file is the Secret's mount.
+    const config =
+      o.bgpPassword !== undefined && parsed.bgp
+        ? { ...parsed, bgp: { ...parsed.bgp, passwordFile: LB_PATHS.bgpPasswordFile } }
+        : parsed;
+    const spec = lbPodSpec({
+      config,
+      image: "portable-lb",
+      serviceAccountName: "portable-lb-controller",
+      priorityClassName: "portable-lb-dataplane",
+      nodeSelector: {},
+      configMapName: CONFIG_MAP,
+      ...(o.bgpPassword !== undefined && { bgpPasswordSecret: PASSWORD_SECRET }),
+    });
+    const bridge = await ApiBridge.open(o.ns, o.kubeconfig, BRIDGE_PORT);
+    try {
+      const pod = await DeployedPod.create({
+        name: o.name,
+        namespace: o.namespace,
+        spec,
+        ns: o.ns,
+        nodeName: o.nodeName,
+        dir: join(o.dir, o.name),
+        runtime: { podIP: o.podIp, hostIP: o.nodeIp },
+        configMaps: { [CONFIG_MAP]: { "config.json": JSON.stringify(config) } },
+        ...(o.bgpPassword !== undefined && { secrets: { [PASSWORD_SECRET]: { password: o.bgpPassword } } }),
+        path: IMAGE_PATH,
+        apiServer: { host: "127.0.0.1", port: BRIDGE_PORT },
+      });
+      // Outside /tmp, which the controller's emptyDir hides.
+      copyFileSync(bridge.kubeconfigFile, join(pod.o.dir, "api-credentials"));
+      return new LbPod(o, config, pod, bridge);
+    } catch (err) {
+      await bridge.close();
+      throw err;
+    }
   }
 
+  /** BIRD's folder (the pod's bird-run emptyDir) on this machine. */
   get birdDir(): string {
-    return join(this.dir, "bird");
+    return this.pod.volumePath("bird-run");
   }
 
   /** Starts both containers (again); resolves once the controller listens on its health port. */
-  async start(healthPort: number): Promise<void> {
+  async start(): Promise<void> {
     await this.#network(true);
-    const env = {
-      PATH,
-      KUBECONFIG: this.#bridge.kubeconfigFile,
-      POD_NAMESPACE: this.o.namespace,
-      POD_NAME: this.o.name,
-      POD_IP: this.o.podIp,
-      HOST_IP: this.o.nodeIp,
-      PORTABLE_LB_BIRD_DIR: this.birdDir,
-    };
-    this.controller = startWatched(
-      this.o.ns,
-      this.dir,
-      "controller",
-      [bin(LB_COMMANDS.controller), "--config", this.configFile],
-      { env, asPid1: true },
-    );
+    const controller = this.pod.start("controller", {
+      env: { KUBECONFIG: API_CREDENTIALS },
+      mounts: [
+        {
+          source: join(this.pod.o.dir, "api-credentials"),
+          target: API_CREDENTIALS,
+          readOnly: true,
+          file: true,
+        },
+      ],
+    });
+    this.controller = controller;
     this.startSpeaker();
-    const controller = this.controller;
     const up = await waitUntil(
-      async () => controller.status() !== undefined || (await this.o.ns.listening(healthPort)),
+      async () => controller.status() !== undefined || (await this.o.ns.listening(this.config.ports.health)),
       30_000,
     );
     if (!up || controller.status())
@@ -102,42 +134,31 @@ export class LbPod {
   }
 
   startSpeaker(): void {
-    this.speaker = startWatched(
-      this.o.ns,
-      this.dir,
-      "speaker",
-      [
-        bin(LB_COMMANDS.speaker),
-        ...["--config", join(this.birdDir, "bird.conf"), "--socket", join(this.birdDir, "bird.ctl")],
-      ],
-      { env: { PATH }, asPid1: true },
-    );
+    this.speaker = this.pod.start("bgp-speaker");
   }
 
   /**
-   * The kubelet's graceful stop: both containers' preStop hooks at once (the controller's httpGet
-   * /prestop, the speaker's `portable-lb-withdraw`), then SIGTERM to both; once both have exited,
-   * the pod's network goes (its sandbox is torn down), so whatever still reaches it is lost.
+   * The kubelet's graceful stop: each container's preStop hook, then its SIGTERM, the containers side
+   * by side within one grace period (a hook that fails or returns early lets its container stop at
+   * once, as on a real node). Once both have exited the pod's network goes (its sandbox is torn
+   * down), so whatever still reaches it is lost. Returns the hooks that failed (the kubelet's
+   * FailedPreStopHook: it goes on anyway).
    */
-  async stopGracefully(): Promise<void> {
-    const [pre] = await Promise.all([
-      this.o.ns.exec(
-        bin(LB_COMMANDS.withdraw),
-        ["--port", String(this.#config.ports.health), "--run-dir", this.birdDir],
-        {
-          env: { PATH },
-          timeoutMs: 30_000,
-        },
-      ),
-      this.get(this.#config.ports.health, LB_HTTP_PATHS.prestop),
-    ]);
-    if (pre.code !== 0) throw new NetnsError(`${this.o.name}: preStop failed: ${pre.stderr}${pre.stdout}`);
-    const graceMs = lbTerminationGraceS(this.#config) * 1000;
-    const containers = [this.speaker, this.controller].filter((c) => c !== undefined);
-    const exits = await Promise.all(containers.map((c) => c.signal("SIGTERM", graceMs)));
-    if (exits.includes(undefined))
+  async stopGracefully(): Promise<string[]> {
+    const deadline = Date.now() + lbTerminationGraceS(this.config) * 1000;
+    const containers = { "bgp-speaker": this.speaker, controller: this.controller };
+    const stopped = await Promise.all(
+      Object.entries(containers).map(async ([name, proc]) => {
+        const hook = await this.pod.preStop(name, Math.max(0, deadline - Date.now()));
+        // As the kubelet: SIGTERM gets at least 2 s even when the hook used up the grace period.
+        const exit = await proc?.signal("SIGTERM", Math.max(2_000, deadline - Date.now()));
+        return { failed: hook && !hook.ok ? [`${name}: ${hook.detail}`] : [], running: proc && !exit };
+      }),
+    );
+    if (stopped.some((s) => s.running))
       throw new NetnsError(`${this.o.name}: still running after its grace period`);
     await this.#network(false);
+    return stopped.flatMap((s) => s.failed);
   }
 
   /**
@@ -169,22 +190,46 @@ export class LbPod {
     return out.code === 0 ? out.stdout : "";
   }
 
-  /** How many of BIRD's BFD sessions are Up (fast failure detection needs them, not just BGP). */
-  async bfdSessionsUp(): Promise<number> {
-    return (await this.birdc("show", "bfd", "sessions")).split("\n").filter((l) => /\sUp\s/.test(l)).length;
+  /** The peers BIRD's BFD sessions are Up with (fast failure detection needs them, not just BGP). */
+  async bfdUpPeers(): Promise<string[]> {
+    return upPeers(parseBirdBfdSessions(await this.birdc("show", "bfd", "sessions")));
   }
 
-  /** The pid of the BIRD daemon the speaker runs. */
-  birdPid(): number {
-    const out = execFileSync("pgrep", ["-f", `^bird -f -c ${join(this.birdDir, "bird.conf")}`], {
-      encoding: "utf8",
+  /**
+   * Whether the router's paths through this pod are protected by BFD: a BGP session Established to
+   * each reflector, BFD Up to each, and the VIPs exported on each session.
+   */
+  async bfdProtected(): Promise<boolean> {
+    const reflectors = [...(this.config.bgp?.routeReflectors ?? [])].sort();
+    const [protocols, bfd] = await Promise.all([this.birdc("show", "protocols", "all"), this.bfdUpPeers()]);
+    const sessions = parseProtocols(protocols);
+    const exported = exportedPerSession(protocols);
+    return (
+      sessions.length === reflectors.length &&
+      sessions.every((s) => s.established && (exported.get(s.name) ?? 0) > 0) &&
+      bfd.join() === reflectors.join()
+    );
+  }
+
+  /** The pid of the BIRD daemon the speaker container runs (a child of its PID 1). */
+  async birdPid(): Promise<number> {
+    const pid1 = await this.speaker?.mainPid();
+    const children =
+      pid1 === undefined ? [] : readFileSync(`/proc/${pid1}/task/${pid1}/children`, "utf8").trim().split(" ");
+    const bird = children.find((pid) => {
+      try {
+        return readFileSync(`/proc/${pid}/comm`, "utf8").trim() === "bird";
+      } catch {
+        return false;
+      }
     });
-    return Number(out.trim().split("\n")[0]);
+    if (bird === undefined) throw new NetnsError(`${this.o.name}: the speaker runs no BIRD`);
+    return Number(bird);
   }
 
   /** Ensures both containers are gone (SIGKILL) and closes the API bridge. */
   async destroy(): Promise<void> {
-    await Promise.all([this.speaker?.kill(), this.controller?.kill()]);
+    await this.pod.kill();
     await this.#bridge.close();
   }
 }

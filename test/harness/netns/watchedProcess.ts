@@ -15,8 +15,10 @@ export interface ExitStatus {
 }
 
 export interface WatchOptions {
-  /** Added to the environment. */
+  /** Added to the environment (the whole environment with `inheritEnv: false`). */
   env?: NodeJS.ProcessEnv;
+  /** Whether the process gets this process's environment too (default true). */
+  inheritEnv?: boolean;
   /** Run as PID 1 of a new PID namespace (`unshare --pid --fork`), as in a container. */
   asPid1?: boolean;
 }
@@ -27,6 +29,8 @@ export interface WatchedProcess {
   exited: Promise<ExitStatus>;
   /** Undefined while it runs. */
   status(): ExitStatus | undefined;
+  /** The command's pid (with asPid1: PID 1 of its namespace, as the host sees it); undefined once gone. */
+  mainPid(): Promise<number | undefined>;
   /** Sends `signal` to the command and resolves with its exit status, or undefined if it still runs after `withinMs`. */
   signal(signal: NodeJS.Signals, withinMs: number): Promise<ExitStatus | undefined>;
   /** Ensures it is gone: SIGKILL if it still runs. */
@@ -63,7 +67,7 @@ export function startWatched(
   const pid1 = opts.asPid1 ? ["unshare", "--pid", "--fork", "--kill-child"] : [];
   const child = spawn("ip", ["netns", "exec", ns.netns, ...pid1, ...argv], {
     stdio: ["ignore", log, log],
-    env: { ...process.env, ...opts.env },
+    env: opts.inheritEnv === false ? opts.env : { ...process.env, ...opts.env },
   });
   closeSync(log);
   const pid = child.pid;
@@ -72,14 +76,19 @@ export function startWatched(
   const exited = new Promise<ExitStatus>((resolve) =>
     child.once("exit", (code, signal) => resolve((status = { code, signal }))),
   );
+  const mainPid = async () => {
+    if (status) return undefined;
+    return opts.asPid1 ? await childOf(pid) : pid;
+  };
   const within = (ms: number) =>
     Promise.race([exited, new Promise<undefined>((r) => setTimeout(() => r(undefined), ms).unref())]);
   return {
     logFile,
     exited,
     status: () => status,
+    mainPid,
     async signal(sig, withinMs) {
-      const target = opts.asPid1 ? await childOf(pid) : pid;
+      const target = await mainPid();
       if (!status && target !== undefined) process.kill(target, sig);
       return within(withinMs);
     },

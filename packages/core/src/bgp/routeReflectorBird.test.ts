@@ -21,6 +21,17 @@ describe("renderRouteReflectorBird", () => {
     expect(upstream).not.toContain("next hop self");
   });
 
+  it("passes on only its own speakers' paths: routers are not clients, and no session to another reflector", () => {
+    const conf = renderRouteReflectorBird(reflectorPairInput);
+    expect(block(conf, "template bgp upstream from portable_lb {")).not.toContain("rr client");
+    expect(conf.match(/^protocol bgp \S+/gm)).toEqual([
+      "protocol bgp lb_speakers_1",
+      "protocol bgp lb_speakers_2",
+      "protocol bgp upstream_1",
+      "protocol bgp upstream_2",
+    ]);
+  });
+
   it("takes speakers from each range as dynamic neighbors on the speaker-facing address", () => {
     const conf = renderRouteReflectorBird(reflectorPairInput);
     expect(conf).toContain("  local 172.16.3.0 as 4200000001;\n  # Pods reach");

@@ -21,13 +21,12 @@ export const reflectorInput: RouteReflectorConfigInput = {
   speakerRanges: ["172.16.0.0/16"],
   vipPrefixes: ["10.1.1.0/24"],
   upstreamRouters: ["10.0.0.110"],
-  peerReflectors: [],
   bfd,
   timers,
   gracefulRestartS: 120,
 };
 
-/** A redundant pair member with MD5, two routers and two speaker ranges. */
+/** A member of a redundant pair (which needs no session to the other) with MD5, two routers and two speaker ranges. */
 export const reflectorPairInput: RouteReflectorConfigInput = {
   routerId: "10.0.0.108",
   asn: 4200000001,
@@ -35,7 +34,6 @@ export const reflectorPairInput: RouteReflectorConfigInput = {
   speakerLocalAddress: "172.16.3.0",
   vipPrefixes: ["10.1.1.0/24", "192.0.2.0/28"],
   upstreamRouters: ["10.0.0.110", "10.0.0.111"],
-  peerReflectors: ["10.0.0.109"],
   bfd: { minRxMs: 100, minTxMs: 200, multiplier: 5 },
   timers: { holdTimeS: 30, keepaliveS: 10 },
   gracefulRestartS: 300,
@@ -142,14 +140,13 @@ const distinctAddresses = (count: number) => fc.uniqueArray(ipv4, { minLength: c
 export const arbitraryReflectorInput: fc.Arbitrary<RouteReflectorConfigInput> = fc
   .record({
     routers: fc.integer({ min: 1, max: 3 }),
-    peers: fc.integer({ min: 0, max: 2 }),
     separateSpeakerAddress: fc.boolean(),
   })
-  .chain(({ routers, peers, separateSpeakerAddress }) =>
+  .chain(({ routers, separateSpeakerAddress }) =>
     fc
       .record({
         ...sessionFields,
-        addresses: distinctAddresses(2 + routers + peers),
+        addresses: distinctAddresses(2 + routers),
         speakerRanges: fc.uniqueArray(ipv4Cidr, { minLength: 1, maxLength: 3 }),
         vipPrefixes: fc.uniqueArray(ipv4Cidr, { minLength: 1, maxLength: 3 }),
         gracefulRestartS: fc.integer({ min: 0, max: 4095 }),
@@ -158,8 +155,7 @@ export const arbitraryReflectorInput: fc.Arbitrary<RouteReflectorConfigInput> = 
         ...rest,
         routerId: addresses[0]!,
         ...(separateSpeakerAddress && { speakerLocalAddress: addresses[1]! }),
-        upstreamRouters: addresses.slice(2, 2 + routers),
-        peerReflectors: addresses.slice(2 + routers),
+        upstreamRouters: addresses.slice(2),
         ...(password !== undefined && { password }),
       })),
   );

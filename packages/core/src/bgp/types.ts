@@ -32,8 +32,6 @@ export interface RouteReflectorConfigInput {
   vipPrefixes: string[];
   /** Upstream routers the reflector sends all paths to. */
   upstreamRouters: string[];
-  /** Other reflectors' addresses (redundant pair), peered as plain iBGP. */
-  peerReflectors: string[];
   bfd: BfdTimers;
   timers: BgpTimers;
   /** Seconds peers keep our routes while we restart (graceful restart). */

@@ -40,7 +40,7 @@ export const CONTROLLER_MEMORY = {
 export const LB_PATHS = {
   configDir: "/etc/portable-lb",
   configFile: "/etc/portable-lb/config.json",
-  bgpPasswordDir: "/etc/portable-lb/bgp",
+  /** In the config's volume (a Secret projected beside the ConfigMap). */
   bgpPasswordFile: "/etc/portable-lb/bgp/password",
   /** Shared by controller and speaker: the files of BIRD_RUN_FILES. */
   birdRunDir: "/run/bird",

@@ -194,10 +194,27 @@ describe("LoadBalancer", () => {
     expect(JSON.stringify(recorded.filter((r) => r.type !== "kubernetes:core/v1:Secret"))).not.toContain(
       "s3cret",
     );
+    // The controller renders BIRD's config with it: the Secret is projected into the controller's
+    // config volume (the one mount; a mount nested in it would need a mountpoint there).
     const pod = one("kubernetes:apps/v1:Deployment").spec.template.spec;
     expect(pod.volumes).toContainEqual({
-      name: "bgp-password",
-      secret: { secretName: "portable-lb-controller-bgp", defaultMode: 0o400 },
+      name: "config",
+      projected: {
+        sources: [
+          { configMap: { name: "portable-lb-controller-config" } },
+          {
+            secret: {
+              name: "portable-lb-controller-bgp",
+              items: [{ key: "password", path: "bgp/password", mode: 0o400 }],
+            },
+          },
+        ],
+      },
+    });
+    expect(pod.containers[0].volumeMounts).toContainEqual({
+      name: "config",
+      mountPath: "/etc/portable-lb",
+      readOnly: true,
     });
   });
 

@@ -81,6 +81,7 @@ function controller(input: LbPodSpecInput, bgp: boolean): Container {
       limits: { memory: `${CONTROLLER_MEMORY.limitMi}Mi` },
     },
     volumeMounts: [
+      // The config, and the BGP password beside it when there is one (see configVolume).
       { name: "config", mountPath: LB_PATHS.configDir, readOnly: true },
       { name: "tmp", mountPath: "/tmp" },
       // The controller writes BIRD's config and drives it through its control socket.
@@ -111,12 +112,34 @@ function speaker(input: LbPodSpecInput): Container {
       failureThreshold: 3,
     },
     resources: { requests: { cpu: "50m", memory: "32Mi" }, limits: { memory: "128Mi" } },
-    volumeMounts: [
-      { name: "bird-run", mountPath: LB_PATHS.birdRunDir },
-      ...(input.bgpPasswordSecret
-        ? [{ name: "bgp-password", mountPath: LB_PATHS.bgpPasswordDir, readOnly: true }]
-        : []),
-    ],
+    // BIRD reads the password from the config the controller renders, not from the Secret.
+    volumeMounts: [{ name: "bird-run", mountPath: LB_PATHS.birdRunDir }],
+  };
+}
+
+/**
+ * The config ConfigMap, with the BGP password Secret projected beside it (bgp/password) when there
+ * is one: the controller reads both. One volume, because a second one mounted inside the read-only
+ * config mount would need a mountpoint the runtime cannot create there.
+ */
+function configVolume(input: LbPodSpecInput, bgp: boolean) {
+  if (!bgp || input.bgpPasswordSecret === undefined) {
+    return { name: "config", configMap: { name: input.configMapName } };
+  }
+  const passwordPath = LB_PATHS.bgpPasswordFile.slice(`${LB_PATHS.configDir}/`.length);
+  return {
+    name: "config",
+    projected: {
+      sources: [
+        { configMap: { name: input.configMapName } },
+        {
+          secret: {
+            name: input.bgpPasswordSecret,
+            items: [{ key: "password", path: passwordPath, mode: 0o400 }],
+          },
+        },
+      ],
+    },
   };
 }
 
@@ -142,12 +165,9 @@ export function lbPodSpec(input: LbPodSpecInput): PodSpec {
     },
     containers: bgp ? [controller(input, bgp), speaker(input)] : [controller(input, bgp)],
     volumes: [
-      { name: "config", configMap: { name: input.configMapName } },
+      configVolume(input, bgp),
       { name: "tmp", emptyDir: { medium: "Memory", sizeLimit: "64Mi" } },
       ...(bgp ? [{ name: "bird-run", emptyDir: { medium: "Memory", sizeLimit: "16Mi" } }] : []),
-      ...(bgp && input.bgpPasswordSecret
-        ? [{ name: "bgp-password", secret: { secretName: input.bgpPasswordSecret, defaultMode: 0o400 } }]
-        : []),
     ],
   };
 }

@@ -55,7 +55,7 @@ describe("RouteReflector", () => {
     }
   });
 
-  it("renders each reflector's BIRD config with its own router id and the other as its iBGP peer", async () => {
+  it("renders each reflector's BIRD config with its own router id, peering with speakers and routers only", async () => {
     new RouteReflector("rr", args);
     await settled();
     const first = birdConf(0);
@@ -64,9 +64,9 @@ describe("RouteReflector", () => {
     expect(second).toContain("router id 10.0.0.6;");
     expect(first).toContain("neighbor range 10.244.0.0/16 internal;");
     expect(first).toContain("define vip_routes = [ 10.1.1.0/24{32,32} ];");
-    expect(first).toMatch(/neighbor 10\.0\.0\.1 /);
-    expect(first).toMatch(/neighbor 10\.0\.0\.6 /);
-    expect(second).toMatch(/neighbor 10\.0\.0\.5 /);
+    // Every speaker and router peers with each reflector: a session between the two reflectors would
+    // only hand the router every path a second time.
+    for (const conf of [first, second]) expect(conf.match(/neighbor \d\S*/g)).toEqual(["neighbor 10.0.0.1"]);
   });
 
   it("rolls a reflector when its config changes", async () => {

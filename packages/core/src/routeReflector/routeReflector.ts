@@ -8,15 +8,13 @@ import { renderRouteReflectorBird } from "../bgp/routeReflectorBird.ts";
 import { asn, bfdSchema, bgpTimersSchema } from "../config/bgpSettings.ts";
 import { ipv4Address, ipv4Cidr } from "../config/cidr.ts";
 import { CONFIG_HASH_ANNOTATION, configHash } from "../configHash.ts";
-import { minimalSecurityContext } from "../containerSecurity.ts";
 import { standardLabels } from "../labels.ts";
 import { DEFAULT_LB_IMAGE } from "../config/lbImage.ts";
 import { LB_PRIORITY_CLASS } from "../loadBalancer/loadBalancer.ts";
 import { parseOrThrow } from "../validation.ts";
+import { RR_PATHS, RR_SERVICE_ACCOUNT, routeReflectorPodSpec } from "./podSpec.ts";
 
 export const RR_APP_LABEL = "portable-lb-route-reflector";
-const RUN_DIR = "/run/bird";
-const CONFIG_DIR = "/etc/bird";
 
 export const reflectorsSchema = z
   .array(
@@ -100,7 +98,7 @@ export class RouteReflector extends pulumi.ComponentResource {
     // The reflectors never call the Kubernetes API: no token in their pods.
     this.serviceAccount = new k8s.core.v1.ServiceAccount(
       `${name}-sa`,
-      { metadata: meta("portable-lb-route-reflector"), automountServiceAccountToken: false },
+      { metadata: meta(RR_SERVICE_ACCOUNT), automountServiceAccountToken: false },
       child,
     );
 
@@ -113,7 +111,6 @@ export class RouteReflector extends pulumi.ComponentResource {
           speakerRanges: a.speakerRanges,
           vipPrefixes: a.vipPrefixes,
           upstreamRouters: a.upstreamRouters,
-          peerReflectors: this.addresses.filter((addr) => addr !== rr.address),
           bfd: a.bfd,
           timers: a.timers,
           gracefulRestartS: a.gracefulRestartS,
@@ -123,7 +120,11 @@ export class RouteReflector extends pulumi.ComponentResource {
       // A Secret, not a ConfigMap: the rendered config carries the BGP password.
       const config = new k8s.core.v1.Secret(
         `${name}-config-${i}`,
-        { metadata: meta(objectName), type: "Opaque", stringData: { "bird.conf": pulumi.secret(birdConf) } },
+        {
+          metadata: meta(objectName),
+          type: "Opaque",
+          stringData: { [RR_PATHS.configFile]: pulumi.secret(birdConf) },
+        },
         child,
       );
       this.configs.push(config);
@@ -146,39 +147,12 @@ export class RouteReflector extends pulumi.ComponentResource {
                   labels: rrLabels,
                   annotations: { [CONFIG_HASH_ANNOTATION]: birdConf.apply((c) => configHash(c)) },
                 },
-                spec: {
-                  serviceAccountName: "portable-lb-route-reflector",
-                  automountServiceAccountToken: false,
-                  // The node's fixed address is what the upstream router peers with.
-                  hostNetwork: true,
-                  dnsPolicy: "ClusterFirstWithHostNet",
-                  nodeSelector: { "kubernetes.io/hostname": rr.node },
-                  tolerations: [{ operator: "Exists", effect: "NoSchedule" }],
+                spec: routeReflectorPodSpec({
+                  configSecret: objectName,
+                  node: rr.node,
+                  image: args.image ?? DEFAULT_LB_IMAGE,
                   priorityClassName: LB_PRIORITY_CLASS,
-                  containers: [
-                    {
-                      name: "bird",
-                      image: args.image ?? DEFAULT_LB_IMAGE,
-                      command: ["bird", "-f", "-c", `${CONFIG_DIR}/bird.conf`, "-s", `${RUN_DIR}/bird.ctl`],
-                      // Port 179 only; the reflector installs no kernel routes.
-                      securityContext: minimalSecurityContext(["NET_BIND_SERVICE"]),
-                      livenessProbe: {
-                        exec: { command: ["birdc", "-s", `${RUN_DIR}/bird.ctl`, "show", "status"] },
-                        periodSeconds: 10,
-                        failureThreshold: 3,
-                      },
-                      resources: { requests: { cpu: "50m", memory: "32Mi" }, limits: { memory: "256Mi" } },
-                      volumeMounts: [
-                        { name: "config", mountPath: CONFIG_DIR, readOnly: true },
-                        { name: "run", mountPath: RUN_DIR },
-                      ],
-                    },
-                  ],
-                  volumes: [
-                    { name: "config", secret: { secretName: objectName, defaultMode: 0o400 } },
-                    { name: "run", emptyDir: { medium: "Memory", sizeLimit: "16Mi" } },
-                  ],
-                },
+                }),
               },
             },
           },

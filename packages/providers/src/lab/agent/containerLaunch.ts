@@ -4,6 +4,7 @@
 // PID namespace, sets the hostname, makes / read-only for readOnlyRootFilesystem, and finally execs
 // setpriv, which drops to the container's user and capabilities and execs the command. Pure text
 // generation, plus where a command is found (no image is pulled, see resolveCommand).
+import { accessSync, constants as fsConstants, statSync } from "node:fs";
 import { basename, isAbsolute, join } from "node:path";
 import { mountpointChain, registryName } from "./mountpoints.ts";
 
@@ -87,6 +88,16 @@ export function launchScript(spec: LaunchSpec): string {
   }
   lines.push(`exec ${t.setpriv} ${[...spec.setpriv, "--", ...spec.argv].map(sq).join(" ")}`);
   return lines.join("\n") + "\n";
+}
+
+/** A regular file this process may execute (what resolveCommand looks for). */
+export function isExecutable(path: string): boolean {
+  try {
+    accessSync(path, fsConstants.X_OK);
+    return statSync(path).isFile();
+  } catch {
+    return false;
+  }
 }
 
 /** The container mount that hides `path` (the mount replaces what is there on this machine), if any. */

@@ -67,6 +67,23 @@ function signal(p: ProcessId | undefined, sig: NodeJS.Signals): void {
   }
 }
 
+/**
+ * The command line that runs `argv` inside the container whose PID 1 is `pid` (its mount, UTS, PID
+ * and network namespaces, its working directory), as its user and capabilities (`setpriv`).
+ */
+export function execInContainerArgs(
+  tools: SpawnTools,
+  pid: number,
+  setpriv: string[],
+  argv: string[],
+): string[] {
+  return [
+    tools.nsenter,
+    ...[`--target=${pid}`, "--mount", "--uts", "--pid", "--net", "--wd", "--"],
+    ...[tools.setpriv, ...setpriv, "--", ...argv],
+  ];
+}
+
 /** The first child of `pid` (the shim's container process), waiting a little for the fork. */
 async function firstChild(shim: ProcessId): Promise<ProcessId | undefined> {
   for (let i = 0; i < 100 && alive(shim); i++) {
@@ -210,23 +227,8 @@ export class ContainerProcess {
   ): Promise<{ code: number; output: string }> {
     const { init, setpriv, env } = this.running;
     if (!alive(init)) return { code: 126, output: "the container is not running" };
-    const r = await run(
-      tools.nsenter,
-      [
-        `--target=${init!.pid}`,
-        "--mount",
-        "--uts",
-        "--pid",
-        "--net",
-        "--wd",
-        "--",
-        tools.setpriv,
-        ...setpriv,
-        "--",
-        ...argv,
-      ],
-      { timeoutMs, env },
-    );
+    const [nsenter, ...args] = execInContainerArgs(tools, init!.pid, setpriv, argv);
+    const r = await run(nsenter!, args, { timeoutMs, env });
     return { code: r.code, output: (r.stdout + r.stderr).slice(-4096) };
   }
 }

@@ -50,6 +50,18 @@ export function podHostname(pod: V1Pod, nodeName: string): string {
   return (pod.spec?.hostname ?? pod.metadata!.name!).slice(0, 63);
 }
 
+/** The pod's /etc/hosts, as the kubelet writes it for pods with their own network. */
+export function podHostsFile(pod: V1Pod, podIp: string | undefined, nodeName: string): string {
+  const lines = [
+    "# Kubernetes-managed hosts file (lab agent).",
+    "127.0.0.1\tlocalhost",
+    "::1\tlocalhost ip6-localhost ip6-loopback",
+    `${podIp}\t${podHostname(pod, nodeName)}`,
+    ...(pod.spec?.hostAliases ?? []).map((a) => `${a.ip}\t${(a.hostnames ?? []).join("\t")}`),
+  ];
+  return `${lines.join("\n")}\n`;
+}
+
 /** Mount order: parents before the paths inside them, as container runtimes do. */
 function depth(path: string): number {
   return path.split("/").filter(Boolean).length;

@@ -6,13 +6,13 @@
 // Pod. Syncs never overlap: events that arrive during one (watch updates, container exits, probe
 // results, timers) make one more. The status is written when it differs from the API's.
 import type { CoreV1Api, V1Container, V1Pod, V1Probe } from "@kubernetes/client-node";
-import { accessSync, constants as fsConstants, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Logger } from "pino";
 import type { RestartBackOff } from "./backoff.ts";
 import { ContainerProcess, type ExitInfo, type SpawnTools } from "./containerProcess.ts";
-import { launchScript, resolveCommand, type LaunchTools } from "./containerLaunch.ts";
-import { containerSpec, podHostname, type ContainerSpec } from "./containerSpec.ts";
+import { isExecutable, launchScript, resolveCommand, type LaunchTools } from "./containerLaunch.ts";
+import { containerSpec, podHostname, podHostsFile, type ContainerSpec } from "./containerSpec.ts";
 import type { EventRecorder, EventType } from "./events.ts";
 import type { Ipam } from "./ipam.ts";
 import { MERGE_PATCH, httpStatus } from "./kubeApi.ts";
@@ -91,15 +91,6 @@ const FALLBACK_LOG_LINES = 80;
 const FALLBACK_LOG_BYTES = 2048;
 /** Time the kubelet still gives a container after a preStop hook used up the grace period. */
 const MIN_KILL_GRACE_MS = 2_000;
-
-function isExecutable(path: string): boolean {
-  try {
-    accessSync(path, fsConstants.X_OK);
-    return statSync(path).isFile();
-  } catch {
-    return false;
-  }
-}
 
 export class PodWorker {
   readonly uid: string;
@@ -371,16 +362,10 @@ export class PodWorker {
     }
   }
 
-  /** The pod's /etc/hosts, as the kubelet writes it for pods with their own network. */
   #writeHosts(pod: V1Pod): void {
-    const lines = [
-      "# Kubernetes-managed hosts file (lab agent).",
-      "127.0.0.1\tlocalhost",
-      "::1\tlocalhost ip6-localhost ip6-loopback",
-      `${this.record.ip}\t${podHostname(pod, this.#ctx.nodeName)}`,
-      ...(pod.spec?.hostAliases ?? []).map((a) => `${a.ip}\t${(a.hostnames ?? []).join("\t")}`),
-    ];
-    writeFileSync(join(this.dir, "etc-hosts"), `${lines.join("\n")}\n`, { mode: 0o644 });
+    writeFileSync(join(this.dir, "etc-hosts"), podHostsFile(pod, this.record.ip, this.#ctx.nodeName), {
+      mode: 0o644,
+    });
   }
 
   async #ensureVolumes(pod: V1Pod): Promise<boolean> {
