@@ -7,6 +7,7 @@ import type { AddressInfo } from "node:net";
 import { pino } from "pino";
 import { nodeAgentPodSpec } from "../../packages/core/src/loadBalancer/nodeAgent.ts";
 import { NODE_ROUTE_PROTO } from "../../lb-image/src/nodeAgent/nodeRoutes.ts";
+import { BFD_MULTIHOP_PORT, BFD_STEERING_TABLE } from "../../lb-image/src/nodeAgent/bfdSteering.ts";
 import { startNodeAgent, type RunningNodeAgent } from "../../lb-image/src/nodeAgent/nodeAgent.ts";
 import { gatewayLab, spreadOver } from "../harness/netns/gatewayLab.ts";
 import type { LabNamespace, NetnsLab } from "../../packages/providers/src/lab/netns/netnsLab.ts";
@@ -37,6 +38,7 @@ const core = adminKc.makeApiClient(CoreV1Api);
 let lab: NetnsLab;
 let client: LabNamespace;
 let node: LabNamespace;
+let podNamespaces: Map<string, LabNamespace>;
 let proxy: TcpProxy;
 let agent: RunningNodeAgent | undefined;
 
@@ -93,6 +95,7 @@ beforeAll(async () => {
     lab,
     client,
     gateway: node,
+    hosts: podNamespaces,
   } = await gatewayLab("nodeagent", {
     gateway: "node",
     clientNet: "10.20.0",
@@ -224,6 +227,37 @@ describe("node agent in a node network namespace", () => {
     await settle(async () => (await readyz()) === 200);
   });
 
+  it("hands the reflectors' BFD packets to the node to the LB pod it routes the pools to", async () => {
+    // A reflector (config.bgp.routeReflectors) behind the client link; strict rp_filter needs its route.
+    const reflector = config.bgp!.routeReflectors[0]!;
+    await client.ip("addr", "add", `${reflector}/32`, "dev", "lo");
+    await node.route(`${reflector}/32`, "10.20.0.2");
+    // The pools go to lb-1 and lb-2 (multipath): BFD, which cannot be split, to the first.
+    const received = podNamespaces.get("lb-1")!.exec(
+      process.execPath,
+      [
+        "-e",
+        `const s = require("node:dgram").createSocket("udp4");
+         s.on("message", (m, r) => { console.log(r.address + " " + m); process.exit(0); });
+         s.bind(${BFD_MULTIHOP_PORT}, () => console.error("listening"));
+         setTimeout(() => process.exit(1), 5000);`,
+      ],
+      { timeoutMs: 10_000 },
+    );
+    await new Promise((r) => setTimeout(r, 500));
+    // As a reflector sends BFD to the speaker's (masqueraded) address: the node's.
+    await client.exec(process.execPath, [
+      "-e",
+      `const s = require("node:dgram").createSocket("udp4");
+       s.bind({ address: "${reflector}", port: 49152 }, () =>
+         s.send("bfd", ${BFD_MULTIHOP_PORT}, "10.20.0.1", () => s.close()));`,
+    ]);
+    expect((await received).stdout.trim()).toBe(`${reflector} bfd`);
+    expect(await node.run("nft", ["list", "table", "ip", BFD_STEERING_TABLE])).toContain(
+      "ip daddr set 10.244.1.10",
+    );
+  });
+
   it("is deployable: the API server accepts the DaemonSet the Pulumi component renders (dry run)", async () => {
     const spec = nodeAgentPodSpec({
       namespace: NS,
@@ -249,6 +283,10 @@ describe("node agent in a node network namespace", () => {
     await core.deleteNamespacedPod({ name: "lb-1", namespace: NS, gracePeriodSeconds: 0 });
     await core.deleteNamespacedPod({ name: "lb-2", namespace: NS, gracePeriodSeconds: 0 });
     await settle(async () => (await ourRoutes()).length === 0);
+    // No pod: the reflectors' BFD is left to the node again (no table of ours).
+    await settle(
+      async () => (await node.exec("nft", ["list", "table", "ip", BFD_STEERING_TABLE])).code !== 0,
+    );
     const other = await node.ip("route", "show", "10.99.0.0/24");
     expect(other).toContain("via 10.244.1.10");
   });

@@ -15,6 +15,7 @@ import { startHttpServer, type ExtraEndpoint } from "../controller/httpServer.ts
 import { withPrefix } from "../dataplane/exec.ts";
 import { ResilientInformers } from "../kube/informers.ts";
 import { desiredRoutes, lbPodState, lbPodVerdict, routedVia, type NodeRoute } from "./desiredRoutes.ts";
+import { applySteering } from "./bfdSteering.ts";
 import { nodeForwards } from "./nodeForwarding.ts";
 import { NodeRoutes } from "./nodeRoutes.ts";
 
@@ -113,6 +114,8 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<RunningNodeAg
     fieldSelector,
   });
   const pools = o.config.vipPools.map((p) => p.cidr);
+  const reflectors = o.config.routingMode === "bgp" ? (o.config.bgp?.routeReflectors ?? []) : [];
+  const nft = withPrefix(o.commandPrefix ?? [], "nft");
   let applied = false;
   /** The routes as last applied (what the kernel holds, give or take a foreign change until the next run). */
   let routed: NodeRoute[] = [];
@@ -132,6 +135,9 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<RunningNodeAg
       const want = desiredRoutes(o.nodeName, pods.list().map(lbPodState), pools, routedVia(current));
       const changes = await routes.apply(want, current);
       routed = want;
+      // The reflectors' BFD packets follow the pools: to the pod they are routed to (bfdSteering.ts).
+      const steering = { reflectors, podIp: want[0]?.via[0] };
+      if (await applySteering(nft, steering)) o.log.info(steering, "reflectors' BFD steered");
       applied = true;
       metrics.changes.inc(changes);
       metrics.routes.set(want.length);
