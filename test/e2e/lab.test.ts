@@ -13,6 +13,7 @@ import { controlPlaneDir, labDir } from "../../packages/providers/src/lab/ops/fa
 import { execCommand } from "../../packages/providers/src/lab/netns/netnsLab.ts";
 import { waitUntil } from "../../packages/providers/src/lab/processes.ts";
 import { TestStack } from "../harness/testStack.ts";
+import { describeLabFaults } from "./labFaults.ts";
 import { parseBirdBfdSessions, parseFrrBfdPeers, upPeers } from "../harness/bfdSessions.ts";
 
 const repoRoot = join(__dirname, "..", "..");
@@ -112,6 +113,7 @@ describe("the lab: npm run lab's stack, end to end", () => {
   let stack: TestStack;
   let plan: LabPlan;
   let vip: string;
+  let kubeconfig: string;
   let upSucceeded = false;
   /** A later step has nothing to check (and must not wait out its bound) when the first up failed. */
   const requireUp = () => {
@@ -129,6 +131,7 @@ describe("the lab: npm run lab's stack, end to end", () => {
     });
   });
   afterAll(async () => {
+    await stopFaultLeftovers();
     // A failed test still leaves nothing running.
     await stack?.stack.destroy(within(STEP_MS)).catch((err: unknown) => console.error(err));
     await stack?.dispose();
@@ -141,6 +144,7 @@ describe("the lab: npm run lab's stack, end to end", () => {
       expect(up.summary.result).toBe("succeeded");
       plan = up.outputs.labPlan!.value as LabPlan;
       vip = up.outputs.demoVip!.value as string;
+      kubeconfig = up.outputs.kubeconfig!.value as string;
       upSucceeded = true;
       expect(vip).toMatch(/^10\.1\.1\.\d+$/);
 
@@ -221,10 +225,13 @@ describe("the lab: npm run lab's stack, end to end", () => {
     2 * STEP_MS,
   );
 
+  const stopFaultLeftovers = describeLabFaults(() => ({ plan, vip, kubeconfig }), requireUp);
+
   it(
     "is destroyed completely: no namespace, agent, control plane or folder left",
     async () => {
       requireUp();
+      await stopFaultLeftovers();
       const down = await stack.stack.destroy(within(STEP_MS));
       expect(down.summary.result).toBe("succeeded");
       expect(await namespacesLeft()).toEqual([]);
