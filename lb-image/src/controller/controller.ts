@@ -169,6 +169,7 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
   const server = await startHttpServer(
     o.httpPort ?? o.config.ports.health,
     {
+      live: () => reconciler.dataPlaneLive(),
       ready: () => reconciler.applied,
       drain: () => withdraw(),
     },
@@ -193,6 +194,8 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
   };
   elector.start();
   sessions?.start();
+  // Reads the data plane back and repairs drift, API server or not (the same runner applies).
+  reconciler.startVerifying();
   await watch.start();
   return {
     reconciler,

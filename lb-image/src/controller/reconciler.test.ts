@@ -27,7 +27,10 @@ describe("Reconciler", () => {
     const reports: SkippedItem[][] = [];
     const engine: DataPlaneEngine = {
       name: "nftables",
-      apply: () => Promise.resolve({ changes: 0 }),
+      apply: () => Promise.resolve({ changes: 0, drift: [] }),
+      verify: () => Promise.resolve({ drift: [], repaired: 0, rebuilt: false, full: false, durationMs: 0 }),
+      verified: () => new Set(),
+      fullReadMs: () => undefined,
       services: () => Promise.resolve(0),
       counters: () => Promise.resolve([]),
     };
@@ -35,7 +38,11 @@ describe("Reconciler", () => {
       config,
       view: { synced: () => true, services: () => [...services], slices: (): V1EndpointSlice[] => [] },
       engine,
-      localVips: { apply: () => Promise.resolve(0) } as unknown as LocalVips,
+      localVips: {
+        apply: () => Promise.resolve(0),
+        verify: () => Promise.resolve({ drift: [], repaired: 0, rebuilt: false, full: true, durationMs: 0 }),
+        verified: () => new Set(),
+      } as unknown as LocalVips,
       metrics: new ControllerMetrics(),
       log: pino({ level: "silent" }),
       report: (problems) => Promise.resolve(void reports.push(problems)),

@@ -2,11 +2,19 @@
 // apply it by diff. Bursts of changes coalesce into one run. A failed run leaves the last good
 // rules in place and is retried; nothing is applied before the caches have synced, so a start
 // without the API server never replaces adopted rules with an empty state.
+//
+// The same runner (the one writer to the kernel) reads the data plane back: after each change, and
+// on the VerifySchedule's ticks, repairing any drift toward the last applied state (also while the
+// API server is away). Only VIPs whose every service and local route were read back as applied are
+// verified, and only those are announced.
 import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
 import type { LbConfig } from "@portable-lb/core/config";
 import type { Logger } from "pino";
+import { RepairError, countByKind, type VerifyMode, type VerifyReport } from "../dataplane/drift.ts";
 import type { DataPlaneEngine } from "../dataplane/engine.ts";
 import type { LocalVips } from "../dataplane/localVips.ts";
+import { serviceKey, type VirtualService } from "../dataplane/model.ts";
+import { VerifySchedule } from "../dataplane/verifySchedule.ts";
 import { desiredState, isOurs, type DesiredStateCache, type SkippedItem } from "./desiredState.ts";
 import type { ControllerMetrics } from "./metrics.ts";
 import { allocate, type Allocation } from "./vipAllocator.ts";
@@ -36,8 +44,15 @@ export interface ReconcilerDeps {
   health?: HealthChecker;
   /** BGP mode: announces the VIPs the data plane can serve now (see bgp/announcements.ts). */
   announce?: (vips: string[]) => Promise<unknown>;
+  /** Called when the set of verified VIPs changes (after the run that changed it). */
+  onVerifiedChange?: (vips: string[]) => void;
   retryMs?: number;
+  /** Read-back intervals (see VerifySchedule); defaults there. */
+  verifyIntervals?: { minIntervalMs?: number; costFactor?: number };
 }
+
+/** How long applying or verifying the data plane may keep failing before /healthz fails. */
+export const DATA_PLANE_FAILURE_BOUND_MS = 20_000;
 
 export class Reconciler {
   private readonly d: ReconcilerDeps;
@@ -48,11 +63,18 @@ export class Reconciler {
   private readonly desiredCache: DesiredStateCache = new Map();
   /** The Services the last complete allocation ran on (all its writes done), and its problems. */
   private allocated: { services: V1Service[]; problems: SkippedItem[] } | undefined;
+  /** The services last applied, for telling which VIPs are verified. */
+  private desired: VirtualService[] = [];
+  private verifiedNow: string[] = [];
+  /** Since when applying, and verifying, the data plane has failed without a success since. */
+  private readonly failingSince: { apply?: number; verify?: number } = {};
+  private readonly schedule: VerifySchedule;
 
   constructor(deps: ReconcilerDeps) {
     this.d = deps;
+    this.schedule = new VerifySchedule({ trigger: () => this.trigger(), ...deps.verifyIntervals });
     this.runner = new CoalescingRunner(
-      () => this.reconcileOnce(),
+      () => this.run(),
       {
         onSuccess: (since) => this.d.metrics.reconcileSeconds.observe((performance.now() - since) / 1000),
         onError: (err) => {
@@ -70,7 +92,97 @@ export class Reconciler {
   }
 
   stop(): void {
+    this.schedule.stop();
     this.runner.stop();
+  }
+
+  /** Starts reading the data plane back on the schedule (stopped by stop()). */
+  startVerifying(): void {
+    this.schedule.start();
+  }
+
+  /** Something saw the kernel change behind our back: a full read-back on the next run, now. */
+  suspectDrift(): void {
+    this.schedule.suspect();
+  }
+
+  /** VIPs whose every service and local route are verified in the kernel now, sorted. */
+  verifiedVips(): string[] {
+    return this.verifiedNow;
+  }
+
+  /** False once applying or verifying the data plane has kept failing for longer than the bound. */
+  dataPlaneLive(now = performance.now()): boolean {
+    const since = Math.min(this.failingSince.apply ?? now, this.failingSince.verify ?? now);
+    return now - since < DATA_PLANE_FAILURE_BOUND_MS;
+  }
+
+  /** One run of the single writer: a read-back if one is due, then the reconcile. */
+  private async run(): Promise<void> {
+    const mode = this.schedule.due();
+    let failure: Error | undefined;
+    if (mode) await this.verifyDataPlane(mode).catch((err: unknown) => (failure = asError(err)));
+    await this.reconcileOnce();
+    if (failure) throw failure;
+  }
+
+  /** Reads the data plane back (`mode`), repairs it, records what it found; throws when a repair failed. */
+  private async verifyDataPlane(mode: VerifyMode): Promise<void> {
+    const { engine, localVips, metrics, log } = this.d;
+    const reports: VerifyReport[] = [];
+    let failure: Error | undefined;
+    for (const verify of [() => engine.verify(mode), () => localVips.verify()]) {
+      try {
+        reports.push(await verify());
+      } catch (err) {
+        failure ??= asError(err);
+        if (err instanceof RepairError) reports.push(err.report);
+      }
+    }
+    const [main] = reports;
+    for (const r of reports) {
+      metrics.verifySeconds.observe({ mode: r.full ? "full" : mode }, r.durationMs / 1000);
+      for (const d of r.drift) metrics.driftFound.inc({ kind: d.kind });
+      if (r.repaired > 0 && failure === undefined)
+        for (const d of r.drift) metrics.driftRepaired.inc({ kind: d.kind });
+      if (r.drift.length > 0)
+        log.warn(
+          {
+            mode,
+            drift: countByKind(r.drift),
+            details: r.drift.slice(0, 10).map((d) => d.detail),
+            repaired: r.repaired,
+            rebuilt: r.rebuilt,
+            ms: Math.round(r.durationMs),
+          },
+          failure === undefined ? "data plane drift repaired" : "data plane drift found; repair failed",
+        );
+    }
+    if (main) this.schedule.done(main.full ? "full" : mode, main.durationMs, engine.fullReadMs());
+    this.updateVerified();
+    if (failure) {
+      metrics.verifyErrors.inc();
+      this.failingSince.verify ??= performance.now();
+      throw failure;
+    }
+    delete this.failingSince.verify;
+    metrics.lastVerification.setToCurrentTime();
+  }
+
+  private updateVerified(): void {
+    const services = this.d.engine.verified();
+    const routes = this.d.localVips.verified();
+    const byVip = new Map<string, boolean>();
+    for (const s of this.desired)
+      byVip.set(s.vip, (byVip.get(s.vip) ?? true) && services.has(serviceKey(s)) && routes.has(s.vip));
+    const vips = [...byVip]
+      .filter(([, ok]) => ok)
+      .map(([vip]) => vip)
+      .sort();
+    this.d.metrics.verifiedVips.set(vips.length);
+    if (vips.join(",") === this.verifiedNow.join(",")) return;
+    this.verifiedNow = vips;
+    this.d.onVerifiedChange?.(vips);
   }
 
   async reconcileOnce(): Promise<void> {
@@ -99,11 +211,38 @@ export class Reconciler {
     problems.push(...desired.skipped);
     for (const p of problems) this.d.metrics.skipped.inc({ reason: p.reason });
 
-    const { changes } = await this.d.engine.apply(desired.services);
     const vips = [...new Set(desired.services.map((s) => s.vip))];
-    await this.d.localVips.apply(vips);
-    // Announced only after the rules are in: a router never reaches a pod before it can serve.
-    const announced = announcedVips(desired.services);
+    let changes: number;
+    let routeChanges: number;
+    try {
+      const applied = await this.d.engine.apply(desired.services);
+      changes = applied.changes;
+      if (applied.drift.length > 0)
+        this.d.log.warn(
+          { drift: countByKind(applied.drift), details: applied.drift.slice(0, 10).map((d) => d.detail) },
+          "replacing the kernel's rules: they are not as this controller makes them",
+        );
+      this.desired = desired.services;
+      routeChanges = await this.d.localVips.apply(vips);
+    } catch (err) {
+      this.failingSince.apply ??= performance.now();
+      throw err;
+    }
+    delete this.failingSince.apply;
+    if (changes)
+      this.d.log.info(
+        { changes, services: desired.services.length, vips: vips.length },
+        "data plane updated",
+      );
+    // What changed counts once read back from the kernel; a failed read-back is retried by the
+    // runner, and until then those VIPs are not announced.
+    let verifyFailure: Error | undefined;
+    if (changes > 0 || routeChanges > 0 || this.verifiedNow.length < vips.length)
+      await this.verifyDataPlane("changed").catch((err: unknown) => (verifyFailure = asError(err)));
+    else this.updateVerified();
+    // Announced only once the rules are verified: a router never reaches a pod before it can serve.
+    const verified = new Set(this.verifiedNow);
+    const announced = announcedVips(desired.services).filter((vip) => verified.has(vip));
     await this.d.announce?.(announced);
     this.applied = true;
     this.d.metrics.announcedVips.set(this.d.announce ? announced.length : 0);
@@ -111,12 +250,8 @@ export class Reconciler {
     this.d.metrics.services.set(desired.services.length);
     this.d.metrics.backends.set(desired.services.reduce((n, s) => n + s.backends.length, 0));
     this.d.metrics.vips.set(vips.length);
-    if (changes)
-      this.d.log.info(
-        { changes, services: desired.services.length, vips: vips.length },
-        "data plane updated",
-      );
     await this.d.report(problems);
+    if (verifyFailure) throw verifyFailure;
   }
 
   private async writeAllocations(services: V1Service[], allocations: Allocation[]): Promise<void> {
@@ -128,4 +263,8 @@ export class Reconciler {
       await this.d.writeStatus!(svc, vips);
     }
   }
+}
+
+function asError(err: unknown): Error {
+  return err instanceof Error ? err : new Error(String(err));
 }
