@@ -1,6 +1,8 @@
 // When the data plane is next read back: a cheap check every second or so, and a full read as often
-// as its cost allows. Both intervals follow what the last read cost (costFactor × its duration, so
-// reading back takes at most ~1/costFactor of a core), never shorter than minIntervalMs. Measured on
+// as its cost allows. Both intervals follow what the last read cost (costFactor × its duration for a
+// full read, so reading back takes at most ~1/costFactor of a core; half that factor for the cheap
+// check, whose cost on a small table is mostly starting nft, and which must come every second to
+// keep drift to repair under 2 s), never shorter than minIntervalMs. Measured on
 // a 2-core machine with nft 1.0.6: a full read of 10 services takes ~20 ms (every 1 s), of 1,000
 // services × 10 endpoints 2.3 s (every ~23 s), of 10,000 32 s (every ~5 min); the cheap check
 // stays under 0.1 s up to 1,000 services and ~0.6 s at 10,000 (every 1 s and ~6 s).
@@ -54,7 +56,7 @@ export class VerifySchedule {
       this.nextFull = after(fullReadMs ?? durationMs);
       this.nextQuick = after(0);
     } else if (mode === "quick") {
-      this.nextQuick = after(durationMs);
+      this.nextQuick = after(durationMs / 2);
     }
     if (this.timer) this.arm();
   }
