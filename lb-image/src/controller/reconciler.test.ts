@@ -28,6 +28,8 @@ describe("Reconciler", () => {
     const engine: DataPlaneEngine = {
       name: "nftables",
       apply: () => Promise.resolve({ changes: 0, drift: [] }),
+      inspect: () => Promise.resolve({ mode: "quick", drift: [], durationMs: 0 }),
+      repair: () => Promise.resolve({ drift: [], repaired: 0, rebuilt: false, full: false, durationMs: 0 }),
       verify: () => Promise.resolve({ drift: [], repaired: 0, rebuilt: false, full: false, durationMs: 0 }),
       verified: () => new Set(),
       fullReadMs: () => undefined,

@@ -11,7 +11,7 @@ import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
 import type { LbConfig } from "@portable-lb/core/config";
 import type { Logger } from "pino";
 import { RepairError, countByKind, type VerifyMode, type VerifyReport } from "../dataplane/drift.ts";
-import type { DataPlaneEngine } from "../dataplane/engine.ts";
+import type { DataPlaneEngine, Inspection } from "../dataplane/engine.ts";
 import type { LocalVips } from "../dataplane/localVips.ts";
 import { serviceKey, type VirtualService } from "../dataplane/model.ts";
 import { VerifySchedule } from "../dataplane/verifySchedule.ts";
@@ -69,10 +69,13 @@ export class Reconciler {
   /** Since when applying, and verifying, the data plane has failed without a success since. */
   private readonly failingSince: { apply?: number; verify?: number } = {};
   private readonly schedule: VerifySchedule;
+  /** A periodic read-back in progress (outside the runner), and its result for the next run. */
+  private inspecting = false;
+  private inspected: { mode: VerifyMode; inspection?: Inspection; error?: Error } | undefined;
 
   constructor(deps: ReconcilerDeps) {
     this.d = deps;
-    this.schedule = new VerifySchedule({ trigger: () => this.trigger(), ...deps.verifyIntervals });
+    this.schedule = new VerifySchedule({ trigger: () => void this.inspectDue(), ...deps.verifyIntervals });
     this.runner = new CoalescingRunner(
       () => this.run(),
       {
@@ -117,21 +120,51 @@ export class Reconciler {
     return now - since < DATA_PLANE_FAILURE_BOUND_MS;
   }
 
-  /** One run of the single writer: a read-back if one is due, then the reconcile. */
-  private async run(): Promise<void> {
+  /**
+   * A due read-back of the kernel, made beside the runner (listing a large table takes seconds and
+   * writes nothing); what it saw is judged and repaired by the next run, in the single writer.
+   */
+  private async inspectDue(): Promise<void> {
     const mode = this.schedule.due();
+    if (this.inspecting || this.inspected || mode === undefined || mode === "changed") return;
+    this.inspecting = true;
+    try {
+      this.inspected = { mode, inspection: await this.d.engine.inspect(mode) };
+    } catch (err) {
+      this.inspected = { mode, error: asError(err) };
+    } finally {
+      this.inspecting = false;
+    }
+    this.trigger();
+  }
+
+  /** One run of the single writer: the repair of a read-back made since the last run, then the reconcile. */
+  private async run(): Promise<void> {
+    const due = this.inspected;
+    this.inspected = undefined;
     let failure: Error | undefined;
-    if (mode) await this.verifyDataPlane(mode).catch((err: unknown) => (failure = asError(err)));
+    if (due) {
+      const { inspection, error } = due;
+      const repair = () => (inspection ? this.d.engine.repair(inspection) : Promise.reject(asError(error)));
+      await this.verifyDataPlane(due.mode, repair, true).catch((err: unknown) => (failure = asError(err)));
+    }
     await this.reconcileOnce();
     if (failure) throw failure;
   }
 
-  /** Reads the data plane back (`mode`), repairs it, records what it found; throws when a repair failed. */
-  private async verifyDataPlane(mode: VerifyMode): Promise<void> {
+  /**
+   * Repairs the data plane (`repair`: the engine's step; the local VIP routes too when `routes`)
+   * and records what was found; throws when a repair failed.
+   */
+  private async verifyDataPlane(
+    mode: VerifyMode,
+    repair: () => Promise<VerifyReport>,
+    routes: boolean,
+  ): Promise<void> {
     const { engine, localVips, metrics, log } = this.d;
     const reports: VerifyReport[] = [];
     let failure: Error | undefined;
-    for (const verify of [() => engine.verify(mode), () => localVips.verify()]) {
+    for (const verify of [repair, ...(routes ? [() => localVips.verify()] : [])]) {
       try {
         reports.push(await verify());
       } catch (err) {
@@ -238,7 +271,11 @@ export class Reconciler {
     // runner, and until then those VIPs are not announced.
     let verifyFailure: Error | undefined;
     if (changes > 0 || routeChanges > 0 || this.verifiedNow.length < vips.length)
-      await this.verifyDataPlane("changed").catch((err: unknown) => (verifyFailure = asError(err)));
+      await this.verifyDataPlane(
+        "changed",
+        () => this.d.engine.verify("changed"),
+        routeChanges > 0 || this.verifiedNow.length < vips.length,
+      ).catch((err: unknown) => (verifyFailure = asError(err)));
     else this.updateVerified();
     // Announced only once the rules are verified: a router never reaches a pod before it can serve.
     const verified = new Set(this.verifiedNow);

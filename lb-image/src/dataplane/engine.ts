@@ -6,7 +6,7 @@
 // rebuilding what a diff cannot fix); which services are verified right now is what the reconciler
 // may announce.
 import { RepairError, driftOf, type Drift, type VerifyMode, type VerifyReport } from "./drift.ts";
-import type { VipCounter, VirtualService } from "./model.ts";
+import { serviceKey, type VipCounter, type VirtualService } from "./model.ts";
 
 export interface ApplyResult {
   /** Commands (ipvsadm lines or nft statements) sent; 0 when nothing changed. */
@@ -19,10 +19,18 @@ export interface DataPlaneEngine {
   readonly name: "ipvs" | "nftables";
   apply(desired: VirtualService[]): Promise<ApplyResult>;
   /**
-   * Reads the kernel back as far as `mode` says, compares with the last applied state and repairs
-   * any difference; throws a RepairError (with what it found) when the repair fails. Before the
-   * first apply there is nothing to compare with, and it does nothing.
+   * Reads the kernel back as far as `mode` says ("quick" or "full"), without writing: safe beside
+   * apply (no need to hold the single writer while a large table is listed).
    */
+  inspect(mode: "quick" | "full"): Promise<Inspection>;
+  /**
+   * In the single writer: compares what `inspect` read with the last applied state, leaving out
+   * services applied since the read began, and repairs the difference (by diff, or by rebuilding
+   * what a diff cannot fix), reading the repair back. Throws a RepairError (with what it found) when
+   * the repair fails. Before the first apply there is nothing to compare with, and it does nothing.
+   */
+  repair(inspection: Inspection): Promise<VerifyReport>;
+  /** inspect and repair in one, in the single writer ("changed": after an apply). */
   verify(mode: VerifyMode): Promise<VerifyReport>;
   /** Keys (serviceKey) of the services read back from the kernel as applied, and not changed since. */
   verified(): ReadonlySet<string>;
@@ -32,6 +40,13 @@ export interface DataPlaneEngine {
   services(): Promise<number>;
   /** Per-service connection counters, read from the kernel. */
   counters(): Promise<VipCounter[]>;
+}
+
+/** What a read-back saw; only the engine that made it can repair from it. */
+export interface Inspection {
+  readonly mode: VerifyMode;
+  readonly drift: readonly Drift[];
+  readonly durationMs: number;
 }
 
 /** A full read of the kernel: the engine's state as found, and what differs from its own layout. */
@@ -46,36 +61,64 @@ export interface Scripts {
   count: number;
 }
 
-/** Wraps an engine's kernel state type S: read, diff, apply, remember, verify. */
-export abstract class DiffEngine<S> implements DataPlaneEngine {
+/** Every engine's state is a list of services, each known by protocol, VIP and port. */
+type ServiceId = Pick<VirtualService, "protocol" | "vip" | "port">;
+
+class EngineInspection<T> implements Inspection {
+  readonly owner: object;
+  readonly mode: VerifyMode;
+  readonly drift: readonly Drift[];
+  readonly durationMs: number;
+  /** The engine's write count when the read began. */
+  readonly generation: number;
+  /** A full read; none for a cheap check. */
+  readonly found: KernelRead<T[]> | undefined;
+
+  constructor(i: Omit<EngineInspection<T>, "found"> & { found?: KernelRead<T[]> }) {
+    this.owner = i.owner;
+    this.mode = i.mode;
+    this.drift = i.drift;
+    this.durationMs = i.durationMs;
+    this.generation = i.generation;
+    this.found = i.found;
+  }
+}
+
+/** Wraps an engine's kernel state (a list of services T): read, diff, apply, remember, verify. */
+export abstract class DiffEngine<T extends ServiceId> implements DataPlaneEngine {
   abstract readonly name: "ipvs" | "nftables";
   /** What the kernel is believed to hold; undefined: unknown, read it first. */
-  private known: S | undefined;
+  private known: T[] | undefined;
   /** The state last applied: what the kernel should hold. */
-  private applied: S | undefined;
+  private applied: T[] | undefined;
   /** Services changed by an apply and not read back since. */
   private readonly pending = new Set<string>();
   /** Services (keys) found different and not repaired; "all" when the frame itself is. */
   private broken: Set<string> | "all" = "all";
   private lastFullReadMs: number | undefined;
+  /**
+   * Counts writes, so that a read made beside them is judged fairly: a service written after the
+   * read began (`touched`) is not compared, and a read older than the last rebuild is dropped.
+   */
+  private generation = 0;
+  private readonly touched = new Map<string, number>();
+  private rebuiltAt = 0;
 
   /** A full, strict read; never throws because of what it finds (that is drift). */
-  protected abstract read(): Promise<KernelRead<S>>;
-  protected abstract render(desired: VirtualService[]): S;
-  protected abstract diff(current: S, desired: S): Scripts;
+  protected abstract read(): Promise<KernelRead<T[]>>;
+  protected abstract render(desired: VirtualService[]): T[];
+  protected abstract diff(current: T[], desired: T[]): Scripts;
   /** Replaces everything with `desired` (what a diff cannot repair). */
-  protected abstract rebuild(desired: S): Scripts;
+  protected abstract rebuild(desired: T[]): Scripts;
   protected abstract write(script: string): Promise<void>;
-  /** The keys of the services in `state`. */
-  protected abstract keys(state: S): string[];
   /** The keys of the services that differ between two states (added, removed or changed). */
-  protected abstract changed(current: S, desired: S): string[];
+  protected abstract changed(current: T[], desired: T[]): string[];
   /**
    * The engine's cheap read-back of `applied` ("changed": what every service relies on and what
-   * changed; "quick": all it can see cheaply): the drift it sees. Undefined when the engine has none cheaper than a
-   * full read.
+   * changed; "quick": all it can see cheaply): the drift it sees. Undefined when the engine has none
+   * cheaper than a full read.
    */
-  protected abstract check(applied: S, mode: "changed" | "quick"): Promise<Drift[] | undefined>;
+  protected abstract check(applied: T[], mode: "changed" | "quick"): Promise<Drift[] | undefined>;
   /** Services changed or rebuilt since the last read: the engine forgets what it knew of them. */
   protected forget(_keys: Iterable<string> | "all"): void {}
   abstract counters(): Promise<VipCounter[]>;
@@ -92,50 +135,119 @@ export abstract class DiffEngine<S> implements DataPlaneEngine {
       this.broken = drift.some((d) => d.rebuild) ? "all" : new Set();
     }
     const rebuild = drift.some((d) => d.rebuild);
-    const changed = rebuild ? this.keys(want) : this.changed(current, want);
+    const changed = rebuild ? want.map(serviceKey) : this.changed(current, want);
     const { scripts, count } = rebuild ? this.rebuild(want) : this.diff(current, want);
     for (const key of changed) this.pending.add(key);
-    this.forget(rebuild ? "all" : changed);
-    if (count > 0) await this.send(scripts);
+    if (count > 0) await this.send(scripts, rebuild ? "all" : changed);
     if (rebuild) this.broken = new Set();
     this.known = want;
     this.applied = want;
     return { changes: count, drift };
   }
 
-  async verify(mode: VerifyMode): Promise<VerifyReport> {
+  async inspect(mode: "quick" | "full"): Promise<Inspection> {
     const started = performance.now();
+    const generation = this.generation;
+    const applied = this.applied;
+    const inspection = (mode: VerifyMode, drift: Drift[], found?: KernelRead<T[]>) =>
+      new EngineInspection<T>({
+        owner: this,
+        mode,
+        drift,
+        durationMs: performance.now() - started,
+        generation,
+        found,
+      });
+    if (applied === undefined) return inspection(mode, []);
+    if (mode === "quick" && this.broken !== "all") {
+      const seen = await this.check(applied, "quick");
+      if (seen !== undefined) return inspection("quick", seen);
+    }
+    const found = await this.timedRead();
+    return inspection("full", found.drift, found);
+  }
+
+  async repair(inspection: Inspection): Promise<VerifyReport> {
+    if (!(inspection instanceof EngineInspection) || inspection.owner !== this)
+      throw new Error("repair() takes an inspection this engine made");
+    const i = inspection as EngineInspection<T>;
+    const started = performance.now() - i.durationMs;
+    if (i.found) return this.repairFrom(i.found, i.generation, started);
+    const moved = this.generation !== i.generation;
+    if (i.drift.length > 0 && !moved)
+      return this.repairFrom(await this.timedRead(), this.generation, started);
+    // Clean (or inconclusive: written meanwhile, and the next check decides).
+    if (i.drift.length === 0)
+      for (const key of this.pending) if (!this.isStale(key, i.generation)) this.pending.delete(key);
+    return { drift: [], repaired: 0, rebuilt: false, full: false, durationMs: performance.now() - started };
+  }
+
+  async verify(mode: VerifyMode): Promise<VerifyReport> {
+    if (mode !== "changed") return this.repair(await this.inspect(mode));
+    const started = performance.now();
+    const applied = this.applied;
+    if (applied === undefined) return { drift: [], repaired: 0, rebuilt: false, full: false, durationMs: 0 };
+    if (this.broken !== "all" && (await this.check(applied, "changed"))?.length === 0) {
+      this.pending.clear();
+      return { drift: [], repaired: 0, rebuilt: false, full: false, durationMs: performance.now() - started };
+    }
+    return this.repairFrom(await this.timedRead(), this.generation, started);
+  }
+
+  verified(): ReadonlySet<string> {
+    const broken = this.broken;
+    if (this.applied === undefined || broken === "all") return new Set();
+    return new Set(this.applied.map(serviceKey).filter((k) => !this.pending.has(k) && !broken.has(k)));
+  }
+
+  fullReadMs(): number | undefined {
+    return this.lastFullReadMs;
+  }
+
+  async services(): Promise<number> {
+    return (this.known ?? (await this.read()).state).length;
+  }
+
+  private isStale(key: string, generation: number): boolean {
+    return (this.touched.get(key) ?? 0) > generation;
+  }
+
+  /** Compares a full read (begun at `generation`) with the last applied state and repairs the difference. */
+  private async repairFrom(
+    found: KernelRead<T[]>,
+    generation: number,
+    started: number,
+  ): Promise<VerifyReport> {
     const applied = this.applied;
     const report = (r: Omit<VerifyReport, "durationMs">): VerifyReport => ({
       ...r,
       durationMs: performance.now() - started,
     });
-    if (applied === undefined) return report({ drift: [], repaired: 0, rebuilt: false, full: false });
-    if (mode !== "full" && this.broken !== "all") {
-      const seen = await this.check(applied, mode);
-      if (seen?.length === 0) {
-        this.pending.clear();
-        return report({ drift: [], repaired: 0, rebuilt: false, full: false });
-      }
-    }
-    const found = await this.timedRead();
-    const drift = [...found.drift];
+    // Nothing applied yet, or the table was rebuilt after this read began: nothing to judge by it.
+    if (applied === undefined || this.rebuiltAt > generation)
+      return report({ drift: [], repaired: 0, rebuilt: false, full: true });
+    // Services written after the read began are newer than what it saw: taken as applied.
+    const stale = (key: string) => this.isStale(key, generation);
+    const state = [
+      ...found.state.filter((s) => !stale(serviceKey(s))),
+      ...applied.filter((s) => stale(serviceKey(s))),
+    ];
+    const drift = found.drift.filter((d) => d.subject === undefined || !stale(d.subject));
     const rebuilt = drift.some((d) => d.rebuild);
-    const differing = rebuilt ? this.keys(applied) : this.changed(found.state, applied);
+    const differing = rebuilt ? applied.map(serviceKey) : this.changed(state, applied);
     const named = new Set(drift.map((d) => d.subject));
     for (const key of differing)
       if (!rebuilt && !named.has(key))
         drift.push(driftOf("service", `service ${key} differs from what was applied`, key));
-    const { scripts, count } = rebuilt ? this.rebuild(applied) : this.diff(found.state, applied);
+    const { scripts, count } = rebuilt ? this.rebuild(applied) : this.diff(state, applied);
     if (count === 0) {
-      this.known = found.state;
-      this.pending.clear();
+      if (generation === this.generation) this.known = found.state;
+      for (const key of this.pending) if (!stale(key)) this.pending.delete(key);
       this.broken = new Set();
       return report({ drift, repaired: 0, rebuilt, full: true });
     }
-    this.forget(rebuilt ? "all" : differing);
     try {
-      await this.send(scripts);
+      await this.send(scripts, rebuilt ? "all" : differing);
       // A repair counts once read back: what the kernel holds now, not what was sent.
       const after = await this.timedRead();
       const left = [
@@ -160,28 +272,19 @@ export abstract class DiffEngine<S> implements DataPlaneEngine {
     return report({ drift, repaired: count, rebuilt, full: true });
   }
 
-  verified(): ReadonlySet<string> {
-    const broken = this.broken;
-    if (this.applied === undefined || broken === "all") return new Set();
-    return new Set(this.keys(this.applied).filter((k) => !this.pending.has(k) && !broken.has(k)));
-  }
-
-  fullReadMs(): number | undefined {
-    return this.lastFullReadMs;
-  }
-
-  async services(): Promise<number> {
-    return this.keys(this.known ?? (await this.read()).state).length;
-  }
-
-  private async timedRead(): Promise<KernelRead<S>> {
+  private async timedRead(): Promise<KernelRead<T[]>> {
     const started = performance.now();
     const found = await this.read();
     this.lastFullReadMs = performance.now() - started;
     return found;
   }
 
-  private async send(scripts: Iterable<string>): Promise<void> {
+  /** Sends scripts in order; `keys` are the services they touch. */
+  private async send(scripts: Iterable<string>, keys: Iterable<string> | "all"): Promise<void> {
+    const generation = ++this.generation;
+    if (keys === "all") this.rebuiltAt = generation;
+    else for (const key of keys) this.touched.set(key, generation);
+    this.forget(keys);
     try {
       for (const script of scripts) await this.write(script);
     } catch (err) {

@@ -9,7 +9,7 @@ import { IpvsParseError, formatSave, parseSave } from "./ipvsadmSave.ts";
 import { parseStats } from "./ipvsadmStats.ts";
 import { toIpvs, type IpvsService } from "./ipvsState.ts";
 
-export class IpvsEngine extends DiffEngine<IpvsService[]> {
+export class IpvsEngine extends DiffEngine<IpvsService> {
   readonly name = "ipvs";
   /** The command, possibly behind a prefix such as `ip netns exec NS` (tests). */
   private readonly ipvsadm: [string, ...string[]];
@@ -20,7 +20,10 @@ export class IpvsEngine extends DiffEngine<IpvsService[]> {
   }
 
   protected async read(): Promise<KernelRead<IpvsService[]>> {
-    const text = await run([...this.ipvsadm, "-S", "-n"]);
+    return this.readText(await run([...this.ipvsadm, "-S", "-n"]));
+  }
+  /** `-Sn` output as state, or as drift when it holds what we never make. */
+  protected readText(text: string): KernelRead<IpvsService[]> {
     try {
       return { state: parseSave(text), drift: [] };
     } catch (err) {
@@ -42,9 +45,6 @@ export class IpvsEngine extends DiffEngine<IpvsService[]> {
   }
   protected async write(script: string): Promise<void> {
     await run([...this.ipvsadm, "-R"], script);
-  }
-  protected keys(state: IpvsService[]): string[] {
-    return state.map(serviceKey);
   }
   protected changed(current: IpvsService[], desired: IpvsService[]): string[] {
     const cur = new Map(current.map((s) => [serviceKey(s), s]));

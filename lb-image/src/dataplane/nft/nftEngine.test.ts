@@ -148,6 +148,25 @@ describe("NftEngine", () => {
     expect(await engine.verify("quick")).toMatchObject({ drift: [], full: false });
   });
 
+  it("judges a read made beside applies fairly: what was written after it began is not drift", async () => {
+    execFileSync("ip", ["netns", "exec", NS, "nft", "flush", "ruleset"]);
+    const engine = new NftEngine(nft);
+    await engine.apply([web(["10.244.1.5"]), dns]);
+    const before = await engine.inspect("full");
+    await engine.apply([web(["10.244.1.5", "10.244.2.5"])]);
+    expect(await engine.repair(before)).toMatchObject({ drift: [], repaired: 0 });
+    // A read of a broken table, judged after a repair rebuilt it, repairs nothing more.
+    execFileSync("ip", ["netns", "exec", NS, "nft", "flush", "table", "ip", "portable_lb"]);
+    const broken = await engine.inspect("full");
+    expect(broken.drift.length).toBeGreaterThan(0);
+    expect((await engine.verify("full")).rebuilt).toBe(true);
+    expect(await engine.repair(broken)).toMatchObject({ drift: [], repaired: 0 });
+    expect(await new NftEngine(nft).apply([web(["10.244.1.5", "10.244.2.5"])])).toEqual({
+      changes: 0,
+      drift: [],
+    });
+  });
+
   it("replaces a table it cannot make sense of at start, in one transaction", async () => {
     execFileSync("ip", ["netns", "exec", NS, "nft", "flush", "ruleset"]);
     await new NftEngine(nft).apply([web(["10.244.1.5"]), dns]);

@@ -26,7 +26,7 @@ const T = `ip ${NFT_TABLE}`;
 const missingTable = (err: unknown) =>
   err instanceof CommandError && /No such file or directory/.test(err.stderr);
 
-export class NftEngine extends DiffEngine<NftService[]> {
+export class NftEngine extends DiffEngine<NftService> {
   readonly name = "nftables";
   /** The command, possibly behind a prefix such as `ip netns exec NS` (tests). */
   private readonly nft: [string, ...string[]];
@@ -70,9 +70,6 @@ export class NftEngine extends DiffEngine<NftService[]> {
   protected async write(script: string): Promise<void> {
     await run([...this.nft, "-f", "-"], script);
   }
-  protected keys(state: NftService[]): string[] {
-    return state.map(serviceKey);
-  }
   protected changed(current: NftService[], desired: NftService[]): string[] {
     return serviceChanges(current, desired).map((c) => c.key);
   }
@@ -82,16 +79,17 @@ export class NftEngine extends DiffEngine<NftService[]> {
   }
 
   protected async check(applied: NftService[], mode: "changed" | "quick"): Promise<Drift[]> {
-    let listed: { map: string; chains: string };
+    let listing: string;
     try {
-      listed = {
-        map: await run([...this.nft, "-n", "-s", "list", "map", "ip", NFT_TABLE, "services"]),
-        chains: await run([...this.nft, "-n", "list", "chains", "ip"]),
-      };
+      // One nft run for both listings: on a small table, starting nft is most of the cost.
+      listing = await run([...this.nft, "-n", "-s", "-f", "-"], `list map ${T} services\nlist chains ip\n`);
     } catch (err) {
       if (missingTable(err)) return [driftOf("missing", `nft: table ${T} is missing`)];
       throw err;
     }
+    // The map's listing ends with the first line that closes a table.
+    const cut = listing.indexOf("\n}\n") + "\n}\n".length;
+    const listed = { map: listing.slice(0, cut), chains: listing.slice(cut) };
     const { entries, drift } = parseNftText(listed.map).dispatch();
     // Every applied service has its element going to its chain, and nothing else is in the map.
     const want = new Map(applied.map((s) => [serviceKey(s), `svc_${objectId(s)}`]));
