@@ -33,6 +33,8 @@ describe("Reconciler", () => {
       verify: () => Promise.resolve({ drift: [], repaired: 0, rebuilt: false, full: false, durationMs: 0 }),
       verified: () => new Set(),
       fullReadMs: () => undefined,
+      watch: () => undefined,
+      unwatch: () => undefined,
       services: () => Promise.resolve(0),
       counters: () => Promise.resolve([]),
     };

@@ -96,12 +96,17 @@ export class Reconciler {
 
   stop(): void {
     this.schedule.stop();
+    this.d.engine.unwatch();
     this.runner.stop();
   }
 
-  /** Starts reading the data plane back on the schedule (stopped by stop()). */
+  /**
+   * Starts reading the data plane back on the schedule, and on the engine's own news of foreign
+   * changes (nft monitor); stopped by stop().
+   */
   startVerifying(): void {
     this.schedule.start();
+    this.d.engine.watch(() => this.suspectDrift());
   }
 
   /** Something saw the kernel change behind our back: a full read-back on the next run, now. */
@@ -125,8 +130,9 @@ export class Reconciler {
    * writes nothing); what it saw is judged and repaired by the next run, in the single writer.
    */
   private async inspectDue(): Promise<void> {
-    const mode = this.schedule.due();
-    if (this.inspecting || this.inspected || mode === undefined || mode === "changed") return;
+    if (this.inspecting || this.inspected) return;
+    const mode = this.schedule.take();
+    if (mode === undefined) return;
     this.inspecting = true;
     try {
       this.inspected = { mode, inspection: await this.d.engine.inspect(mode) };

@@ -36,6 +36,12 @@ export interface DataPlaneEngine {
   verified(): ReadonlySet<string>;
   /** How long the last full read of the kernel took (ms); undefined before the first. */
   fullReadMs(): number | undefined;
+  /**
+   * Calls `onForeignChange` when the kernel tells of a change to the engine's state by someone
+   * else (nftables' monitor, while the table is small enough; IPVS tells nothing). Until unwatch().
+   */
+  watch(onForeignChange: () => void): void;
+  unwatch(): void;
   /** What the kernel holds now, as the engine's own state (for metrics and tests). */
   services(): Promise<number>;
   /** Per-service connection counters, read from the kernel. */
@@ -121,6 +127,10 @@ export abstract class DiffEngine<T extends ServiceId> implements DataPlaneEngine
   protected abstract check(applied: T[], mode: "changed" | "quick"): Promise<Drift[] | undefined>;
   /** Services changed or rebuilt since the last read: the engine forgets what it knew of them. */
   protected forget(_keys: Iterable<string> | "all"): void {}
+  /** The state just applied (by an apply or a repair). */
+  protected onApplied(_state: T[]): void {}
+  watch(_onForeignChange: () => void): void {}
+  unwatch(): void {}
   abstract counters(): Promise<VipCounter[]>;
 
   async apply(desired: VirtualService[]): Promise<ApplyResult> {
@@ -142,6 +152,7 @@ export abstract class DiffEngine<T extends ServiceId> implements DataPlaneEngine
     if (rebuild) this.broken = new Set();
     this.known = want;
     this.applied = want;
+    this.onApplied(want);
     return { changes: count, drift };
   }
 

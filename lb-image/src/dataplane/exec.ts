@@ -15,8 +15,13 @@ function failure(argv: string[], stderr: string, fallback: string): CommandError
   return new CommandError(`${argv.join(" ")} failed: ${stderr.trim() || fallback}`, stderr);
 }
 
-/** Runs argv[0] with the rest as arguments, feeding `input` on stdin. */
-export function run(argv: [string, ...string[]], input = "", timeoutMs = 30_000): Promise<string> {
+/** Runs argv[0] with the rest as arguments, feeding `input` on stdin; `onPid` learns its process id. */
+export function run(
+  argv: [string, ...string[]],
+  input = "",
+  timeoutMs = 30_000,
+  onPid?: (pid: number) => void,
+): Promise<string> {
   const [command, ...args] = argv;
   return new Promise((resolve, reject) => {
     const child = execFile(
@@ -31,6 +36,7 @@ export function run(argv: [string, ...string[]], input = "", timeoutMs = 30_000)
         resolve(stdout);
       },
     );
+    if (child.pid !== undefined) onPid?.(child.pid);
     // A command that exits without reading its input (`ip route show`) closes the pipe: EPIPE on
     // stdin is expected then, and the command's own exit status is what counts.
     child.stdin?.on("error", () => undefined);

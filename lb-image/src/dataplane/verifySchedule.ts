@@ -23,6 +23,8 @@ export class VerifySchedule {
   private readonly costFactor: number;
   private nextQuick = 0;
   private nextFull = 0;
+  /** A change was reported that only a full read started after it can judge. */
+  private suspected = false;
   private timer: NodeJS.Timeout | undefined;
 
   constructor(o: VerifyScheduleOptions) {
@@ -41,9 +43,12 @@ export class VerifySchedule {
     this.timer = undefined;
   }
 
-  /** The verification due now, if any (a full read when both are). */
-  due(now = performance.now()): VerifyMode | undefined {
-    if (now >= this.nextFull) return "full";
+  /** The verification due now, if any (a full read when both are); the caller starts it. */
+  take(now = performance.now()): "quick" | "full" | undefined {
+    if (this.suspected || now >= this.nextFull) {
+      this.suspected = false;
+      return "full";
+    }
     if (now >= this.nextQuick) return "quick";
     return undefined;
   }
@@ -63,9 +68,9 @@ export class VerifySchedule {
     if (this.timer) this.arm();
   }
 
-  /** Something changed the kernel behind our back: a full read now. */
+  /** Something changed the kernel behind our back: a full read now (or after the one under way). */
   suspect(): void {
-    this.nextFull = 0;
+    this.suspected = true;
     this.trigger();
   }
 

@@ -167,6 +167,32 @@ describe("NftEngine", () => {
     });
   });
 
+  it("watches its table with nft monitor: someone else's change is reported at once, its own writes are not", async () => {
+    execFileSync("ip", ["netns", "exec", NS, "nft", "flush", "ruleset"]);
+    const engine = new NftEngine(nft);
+    await engine.apply([dns]);
+    let reports = 0;
+    engine.watch(() => reports++);
+    try {
+      const settle = () => new Promise((r) => setTimeout(r, 500));
+      await settle(); // the monitor's start counts as one: changes before it may have gone unseen
+      expect(reports).toBe(1);
+      await engine.apply([dns, web(["10.244.1.5"])]);
+      await settle();
+      expect(reports).toBe(1);
+      execFileSync("ip", ["netns", "exec", NS, "nft", "add", "chain", "ip", "portable_lb", "mine"]);
+      const deadline = Date.now() + 2_000;
+      while (reports === 1 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      expect(reports).toBe(2);
+      // A change to another table is not ours to judge.
+      execFileSync("ip", ["netns", "exec", NS, "nft", "add", "table", "ip", "other"]);
+      await settle();
+      expect(reports).toBe(2);
+    } finally {
+      engine.unwatch();
+    }
+  });
+
   it("replaces a table it cannot make sense of at start, in one transaction", async () => {
     execFileSync("ip", ["netns", "exec", NS, "nft", "flush", "ruleset"]);
     await new NftEngine(nft).apply([web(["10.244.1.5"]), dns]);

@@ -12,6 +12,7 @@ import { driftOf, type Drift } from "../drift.ts";
 import { DiffEngine, type KernelRead } from "../engine.ts";
 import { CommandError, run, runLines } from "../exec.ts";
 import { parseServiceKey, serviceKey, type VipCounter, type VirtualService } from "../model.ts";
+import { NFT_MONITOR_MAX_SLOTS, NftMonitor } from "./nftMonitor.ts";
 import { NftTableParser, parseChainList, parseNftText } from "./nftParse.ts";
 import {
   BASE_CHAINS,
@@ -33,10 +34,34 @@ export class NftEngine extends DiffEngine<NftService> {
   private readonly rendered: NftRenderCache = new Map();
   /** Chain → handle of its one rule, as the last full read found it; dropped when we change the chain. */
   private handles = new Map<string, number>();
+  /** Process ids of our latest nft writes, which the monitor must not take for someone else's. */
+  private readonly ownPids: number[] = [];
+  private monitor: NftMonitor | undefined;
+  private slots = 0;
 
   constructor(nft: [string, ...string[]] = ["nft"]) {
     super();
     this.nft = nft;
+  }
+
+  override watch(onForeignChange: () => void): void {
+    this.unwatch();
+    this.monitor = new NftMonitor({
+      nft: this.nft,
+      isOwn: (pid) => this.ownPids.includes(pid),
+      onForeignChange,
+    });
+    this.onApplied();
+  }
+  override unwatch(): void {
+    this.monitor?.stop();
+    this.monitor = undefined;
+  }
+  /** The monitor runs while the table is small enough for its copy of it (NFT_MONITOR_MAX_SLOTS). */
+  protected override onApplied(state?: NftService[]): void {
+    if (state) this.slots = state.reduce((n, s) => n + s.slots.length, 0);
+    if (this.slots <= NFT_MONITOR_MAX_SLOTS) this.monitor?.start();
+    else this.monitor?.stop();
   }
 
   protected async read(): Promise<KernelRead<NftService[]>> {
@@ -68,7 +93,10 @@ export class NftEngine extends DiffEngine<NftService> {
     return { scripts: rebuildTable(desired), count: 2 + 2 + 2 * BASE_CHAINS.length + 3 * desired.length };
   }
   protected async write(script: string): Promise<void> {
-    await run([...this.nft, "-f", "-"], script);
+    await run([...this.nft, "-f", "-"], script, undefined, (pid) => {
+      this.ownPids.push(pid);
+      if (this.ownPids.length > 64) this.ownPids.shift();
+    });
   }
   protected changed(current: NftService[], desired: NftService[]): string[] {
     return serviceChanges(current, desired).map((c) => c.key);
