@@ -1,13 +1,12 @@
 // When the data plane is next read back: a cheap check every half second or so, and a full read as
 // often as its cost allows. Both intervals follow what the last read cost (costFactor × its duration
-// for a full read, so reading back takes at most ~1/costFactor of a core; half that factor for the
-// cheap check, whose cost on a small table is mostly starting nft), never shorter than
-// minIntervalMs for the cheap check and twice that for a full read: with drift seen within ~0.5 s
-// (cheap check) or ~1 s (full read) and repaired in well under a second, drift to repaired stays
-// under the 2 s target on small tables. Measured on
+// for the cheap check, twice that for a full read, so the two take at most ~15% of a core), never
+// shorter than minIntervalMs for the cheap check and twice that for a full read: with drift seen
+// within ~0.5 s (cheap check) or ~1 s (full read) and repaired in well under a second, drift to
+// repaired stays under the 2 s target on small tables. Measured on
 // a 2-core machine with nft 1.0.6: a full read of 10 services takes ~20 ms (every 1 s), of 1,000
-// services × 10 endpoints 2.3 s (every ~23 s), of 10,000 32 s (every ~5 min); the cheap check
-// stays under 0.1 s up to 1,000 services and ~0.6 s at 10,000 (every 1 s and ~6 s).
+// services × 10 endpoints 2.3 s (every ~46 s), of 10,000 32 s (every ~11 min); the cheap check
+// ~15 ms at 10 services, ~70 ms at 1,000 and ~0.6 s at 10,000 (every 0.5 s, ~0.7 s and ~6 s).
 import type { VerifyMode } from "./drift.ts";
 
 export interface VerifyScheduleOptions {
@@ -60,10 +59,10 @@ export class VerifySchedule {
   done(mode: VerifyMode, durationMs: number, fullReadMs: number | undefined, now = performance.now()): void {
     const after = (min: number, cost: number) => now + Math.max(min, cost);
     if (mode === "full") {
-      this.nextFull = after(2 * this.minIntervalMs, this.costFactor * (fullReadMs ?? durationMs));
+      this.nextFull = after(2 * this.minIntervalMs, 2 * this.costFactor * (fullReadMs ?? durationMs));
       this.nextQuick = after(this.minIntervalMs, 0);
     } else if (mode === "quick") {
-      this.nextQuick = after(this.minIntervalMs, (this.costFactor / 2) * durationMs);
+      this.nextQuick = after(this.minIntervalMs, this.costFactor * durationMs);
     }
     if (this.timer) this.arm();
   }

@@ -107,18 +107,33 @@ export class NftEngine extends DiffEngine<NftService> {
   }
 
   protected async check(applied: NftService[], mode: "changed" | "quick"): Promise<Drift[]> {
+    // The rules the last full read saw (by handle), deleted in a transaction that is only checked:
+    // base chains always, every service's too when checking all. Services changed since have no
+    // known handle yet; their transaction committed whole, and their chain and element are
+    // checked below. One nft run for all: on a small table, starting nft is most of the cost.
+    const rules = [...this.handles].filter(
+      ([chain]) => mode === "quick" || BASE_CHAINS.some((c) => c.name === chain),
+    );
     let listing: string;
     try {
-      // One nft run for both listings: on a small table, starting nft is most of the cost.
-      listing = await run([...this.nft, "-n", "-s", "-f", "-"], `list map ${T} services\nlist chains ip\n`);
+      listing = await run(
+        [...this.nft, "-c", "-n", "-s", "-f", "-"],
+        `list map ${T} services\nlist chains ip\n` +
+          rules.map(([chain, handle]) => `delete rule ${T} ${chain} handle ${handle}\n`).join(""),
+      );
     } catch (err) {
-      if (missingTable(err)) return [driftOf("missing", `nft: table ${T} is missing`)];
+      if (!(err instanceof CommandError)) throw err;
+      if (/^list map/m.test(err.stderr) && missingTable(err))
+        return [driftOf("missing", `nft: table ${T} is missing`)];
+      if (/^delete rule/m.test(err.stderr))
+        return [
+          driftOf("base", `nft: a rule of ours is gone or replaced: ${err.stderr.trim().split("\n")[0]}`),
+        ];
       throw err;
     }
     // The map's listing ends with the first line that closes a table.
     const cut = listing.indexOf("\n}\n") + "\n}\n".length;
-    const listed = { map: listing.slice(0, cut), chains: listing.slice(cut) };
-    const { entries, drift } = parseNftText(listed.map).dispatch();
+    const { entries, drift } = parseNftText(listing.slice(0, cut)).dispatch();
     // Every applied service has its element going to its chain, and nothing else is in the map.
     const want = new Map(applied.map((s) => [serviceKey(s), `svc_${objectId(s)}`]));
     const have = new Map(entries.map((e) => [serviceKey(e.service), e.chain]));
@@ -128,7 +143,7 @@ export class NftEngine extends DiffEngine<NftService> {
     for (const key of have.keys())
       if (!want.has(key)) drift.push(driftOf("foreign", `nft: services element ${key} was not applied`));
     // Exactly the base chains, with their hooks, and one chain per service.
-    const chains = parseChainList(listed.chains);
+    const chains = parseChainList(listing.slice(cut));
     const expected = new Map<string, string>([
       ...BASE_CHAINS.map((c) => [c.name, baseChainListed(c)] as const),
       ...[...want.values()].map((chain) => [chain, ""] as const),
@@ -138,24 +153,7 @@ export class NftEngine extends DiffEngine<NftService> {
         drift.push(driftOf("base", `nft: chain ${chain} is missing or changed`));
     for (const chain of chains.keys())
       if (!expected.has(chain)) drift.push(driftOf("foreign", `nft: foreign chain ${chain}`));
-    if (drift.length > 0) return drift;
-    // The rules the last full read saw are all still there (by handle): base chains always, every
-    // service's too when checking all. Services changed since have no known handle yet; their
-    // transaction committed whole, and their chain and element are there (above).
-    const rules = [...this.handles].filter(
-      ([chain]) => mode === "quick" || BASE_CHAINS.some((c) => c.name === chain),
-    );
-    if (rules.length === 0) return [];
-    const script = rules.map(([chain, handle]) => `delete rule ${T} ${chain} handle ${handle}\n`).join("");
-    try {
-      await run([...this.nft, "-c", "-f", "-"], script);
-    } catch (err) {
-      if (!(err instanceof CommandError)) throw err;
-      return [
-        driftOf("base", `nft: a rule of ours is gone or replaced: ${err.stderr.trim().split("\n")[0] ?? ""}`),
-      ];
-    }
-    return [];
+    return drift;
   }
 
   async counters(): Promise<VipCounter[]> {
