@@ -120,11 +120,15 @@ export abstract class DiffEngine<T extends ServiceId> implements DataPlaneEngine
   /** The keys of the services that differ between two states (added, removed or changed). */
   protected abstract changed(current: T[], desired: T[]): string[];
   /**
-   * The engine's cheap read-back of `applied` ("changed": what every service relies on and what
-   * changed; "quick": all it can see cheaply): the drift it sees. Undefined when the engine has none
+   * The engine's cheap read-back of `applied` ("changed": what every service relies on and the
+   * services in `changed`; "quick": all it can see cheaply): the drift it sees. Undefined when the engine has none
    * cheaper than a full read.
    */
-  protected abstract check(applied: T[], mode: "changed" | "quick"): Promise<Drift[] | undefined>;
+  protected abstract check(
+    applied: T[],
+    mode: "changed" | "quick",
+    changed: ReadonlySet<string>,
+  ): Promise<Drift[] | undefined>;
   /** Services changed or rebuilt since the last read: the engine forgets what it knew of them. */
   protected forget(_keys: Iterable<string> | "all"): void {}
   /** The state just applied (by an apply or a repair). */
@@ -171,7 +175,7 @@ export abstract class DiffEngine<T extends ServiceId> implements DataPlaneEngine
       });
     if (applied === undefined) return inspection(mode, []);
     if (mode === "quick" && this.broken !== "all") {
-      const seen = await this.check(applied, "quick");
+      const seen = await this.check(applied, "quick", this.pending);
       if (seen !== undefined) return inspection("quick", seen);
     }
     const found = await this.timedRead();
@@ -198,7 +202,7 @@ export abstract class DiffEngine<T extends ServiceId> implements DataPlaneEngine
     const started = performance.now();
     const applied = this.applied;
     if (applied === undefined) return { drift: [], repaired: 0, rebuilt: false, full: false, durationMs: 0 };
-    if (this.broken !== "all" && (await this.check(applied, "changed"))?.length === 0) {
+    if (this.broken !== "all" && (await this.check(applied, "changed", this.pending))?.length === 0) {
       this.pending.clear();
       return { drift: [], repaired: 0, rebuilt: false, full: false, durationMs: performance.now() - started };
     }

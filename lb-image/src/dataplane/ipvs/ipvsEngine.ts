@@ -5,7 +5,7 @@ import { DiffEngine, type KernelRead } from "../engine.ts";
 import { run } from "../exec.ts";
 import { serviceKey, type VipCounter, type VirtualService } from "../model.ts";
 import { ipvsDiff } from "./ipvsDiff.ts";
-import { IpvsParseError, formatSave, parseSave } from "./ipvsadmSave.ts";
+import { IpvsParseError, parseSave, replaceScript } from "./ipvsadmSave.ts";
 import { parseStats } from "./ipvsadmStats.ts";
 import { toIpvs, type IpvsService } from "./ipvsState.ts";
 
@@ -40,8 +40,8 @@ export class IpvsEngine extends DiffEngine<IpvsService> {
     return { scripts: [commands.map((c) => `${c}\n`).join("")], count: commands.length };
   }
   protected rebuild(desired: IpvsService[]) {
-    const restore = formatSave(desired);
-    return { scripts: [`-C\n${restore}`], count: 1 + restore.split("\n").length - 1 };
+    const script = replaceScript(desired);
+    return { scripts: [script], count: script.split("\n").length - 1 };
   }
   protected async write(script: string): Promise<void> {
     await run([...this.ipvsadm, "-R"], script);
