@@ -256,6 +256,8 @@ export class Reconciler {
     try {
       const applied = await this.d.engine.apply(desired.services);
       changes = applied.changes;
+      // That read was a full one: the next is due as if it had been scheduled.
+      if (applied.readMs !== undefined) this.schedule.done("full", applied.readMs, applied.readMs);
       if (applied.drift.length > 0)
         this.d.log.warn(
           { drift: countByKind(applied.drift), details: applied.drift.slice(0, 10).map((d) => d.detail) },

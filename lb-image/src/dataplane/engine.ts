@@ -13,6 +13,8 @@ export interface ApplyResult {
   changes: number;
   /** What the read at start found and replaced (only the first apply, or one after a failure, reads). */
   drift: Drift[];
+  /** How long that full read took (ms), when this apply made one. */
+  readMs?: number;
 }
 
 export interface DataPlaneEngine {
@@ -141,8 +143,10 @@ export abstract class DiffEngine<T extends ServiceId> implements DataPlaneEngine
     const want = this.render(desired);
     let current = this.known;
     let drift: Drift[] = [];
+    let readMs: number | undefined;
     if (current === undefined) {
       const found = await this.timedRead();
+      readMs = this.lastFullReadMs;
       ({ state: current, drift } = found);
       // What the read found intact and this apply leaves alone is verified by that read.
       this.pending.clear();
@@ -157,7 +161,7 @@ export abstract class DiffEngine<T extends ServiceId> implements DataPlaneEngine
     this.known = want;
     this.applied = want;
     this.onApplied(want);
-    return { changes: count, drift };
+    return { changes: count, drift, ...(readMs !== undefined && { readMs }) };
   }
 
   async inspect(mode: "quick" | "full"): Promise<Inspection> {

@@ -37,7 +37,7 @@ describe("NftEngine", () => {
     const first = new NftEngine(nft);
     // First start: the table is missing, so it is made whole with the services (10 statements of
     // frame, 3 per service) in one transaction.
-    expect(await first.apply([web(["10.244.1.5", "10.244.2.5"]), dns])).toEqual({
+    expect(await first.apply([web(["10.244.1.5", "10.244.2.5"]), dns])).toMatchObject({
       changes: 16,
       drift: [expect.objectContaining({ kind: "missing" })],
     });
@@ -45,16 +45,16 @@ describe("NftEngine", () => {
 
     // A restarted controller: same desired state, nothing to do, rules untouched.
     const restarted = new NftEngine(nft);
-    expect(await restarted.apply([web(["10.244.1.5", "10.244.2.5"]), dns])).toEqual({
+    expect(await restarted.apply([web(["10.244.1.5", "10.244.2.5"]), dns])).toMatchObject({
       changes: 0,
       drift: [],
     });
     expect(await restarted.services()).toBe(2);
 
     // One backend leaves: only the web service's rule is swapped; the dns rule keeps its handle.
-    expect(await restarted.apply([web(["10.244.1.5"]), dns])).toEqual({ changes: 2, drift: [] });
+    expect(await restarted.apply([web(["10.244.1.5"]), dns])).toMatchObject({ changes: 2, drift: [] });
     expect(handles()).toBe(dnsRule);
-    expect(await restarted.apply([dns])).toEqual({ changes: 3, drift: [] });
+    expect(await restarted.apply([dns])).toMatchObject({ changes: 3, drift: [] });
     expect(await new NftEngine(nft).services()).toBe(1);
   });
 
@@ -98,8 +98,8 @@ describe("NftEngine", () => {
     ]);
     await expect(engine.apply([])).rejects.toThrow(/nft .* failed/);
     // ...and the one after that reads the kernel and converges.
-    expect(await engine.apply([dns])).toEqual({ changes: 3, drift: [] });
-    expect(await engine.apply([dns])).toEqual({ changes: 0, drift: [] });
+    expect(await engine.apply([dns])).toMatchObject({ changes: 3, drift: [] });
+    expect(await engine.apply([dns])).toMatchObject({ changes: 0, drift: [] });
   });
 
   it.each([
@@ -144,7 +144,7 @@ describe("NftEngine", () => {
     expect([...engine.verified()].sort()).toEqual(["tcp:10.1.1.10:80", "udp:10.1.1.11:53"]);
     // A fresh engine reads exactly the applied state back, with nothing else in the table.
     const fresh = new NftEngine(nft);
-    expect(await fresh.apply(desired)).toEqual({ changes: 0, drift: [] });
+    expect(await fresh.apply(desired)).toMatchObject({ changes: 0, drift: [] });
     expect(await engine.verify("quick")).toMatchObject({ drift: [], full: false });
   });
 
@@ -161,7 +161,7 @@ describe("NftEngine", () => {
     expect(broken.drift.length).toBeGreaterThan(0);
     expect((await engine.verify("full")).rebuilt).toBe(true);
     expect(await engine.repair(broken)).toMatchObject({ drift: [], repaired: 0 });
-    expect(await new NftEngine(nft).apply([web(["10.244.1.5", "10.244.2.5"])])).toEqual({
+    expect(await new NftEngine(nft).apply([web(["10.244.1.5", "10.244.2.5"])])).toMatchObject({
       changes: 0,
       drift: [],
     });
@@ -209,7 +209,10 @@ describe("NftEngine", () => {
     const restarted = new NftEngine(nft);
     const applied = await restarted.apply([web(["10.244.1.5"]), dns]);
     expect(applied.drift.map((d) => d.kind)).toContain("foreign");
-    expect(await new NftEngine(nft).apply([web(["10.244.1.5"]), dns])).toEqual({ changes: 0, drift: [] });
+    expect(await new NftEngine(nft).apply([web(["10.244.1.5"]), dns])).toMatchObject({
+      changes: 0,
+      drift: [],
+    });
     expect(await restarted.verify("quick")).toMatchObject({ drift: [] });
   });
 
@@ -252,9 +255,9 @@ describe("NftEngine", () => {
     expect(await engine.apply(many(450, "10.244.1.5"))).toMatchObject({ changes: 10 + 450 * 3 });
     expect(await engine.services()).toBe(450);
     const restarted = new NftEngine(nft);
-    expect(await restarted.apply(many(450, "10.244.1.5"))).toEqual({ changes: 0, drift: [] });
-    expect(await restarted.apply(many(450, "10.244.1.6"))).toEqual({ changes: 450 * 2, drift: [] });
-    expect(await new NftEngine(nft).apply(many(450, "10.244.1.6"))).toEqual({ changes: 0, drift: [] });
+    expect(await restarted.apply(many(450, "10.244.1.5"))).toMatchObject({ changes: 0, drift: [] });
+    expect(await restarted.apply(many(450, "10.244.1.6"))).toMatchObject({ changes: 450 * 2, drift: [] });
+    expect(await new NftEngine(nft).apply(many(450, "10.244.1.6"))).toMatchObject({ changes: 0, drift: [] });
     // Four real nft round trips of 450 services: about a second idle, several under CI's load.
   }, 30_000);
 });
