@@ -260,7 +260,8 @@ export abstract class DiffEngine<T extends ServiceId> implements DataPlaneEngine
         drift.push(driftOf("service", `service ${key} differs from what was applied`, key));
     const { scripts, count } = rebuilt ? this.rebuild(applied) : this.diff(state, applied);
     if (count === 0) {
-      if (generation === this.generation) this.known = found.state;
+      // As applied (no difference): keep the applied objects, not a second copy of every table.
+      if (generation === this.generation) this.known = applied;
       for (const key of this.pending) if (!stale(key)) this.pending.delete(key);
       this.broken = new Set();
       return report({ drift, repaired: 0, rebuilt, full: true });
