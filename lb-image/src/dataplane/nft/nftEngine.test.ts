@@ -148,6 +148,34 @@ describe("NftEngine", () => {
     expect(await engine.verify("quick")).toMatchObject({ drift: [], full: false });
   });
 
+  it("after an apply, verify('changed') reads back what changed and the frame, and repairs them", async () => {
+    execFileSync("ip", ["netns", "exec", NS, "nft", "flush", "ruleset"]);
+    const engine = new NftEngine(nft);
+    await engine.apply([dns]);
+    expect(await engine.verify("full")).toMatchObject({ drift: [] });
+    await engine.apply([dns, web(["10.244.1.5"])]);
+    expect([...engine.verified()]).toEqual(["udp:10.1.1.11:53"]);
+    // The new service is gone before it is read back: the check sees it, and the repair restores it.
+    execFileSync("ip", [
+      "netns",
+      "exec",
+      NS,
+      "bash",
+      "-c",
+      "nft delete element ip portable_lb services '{ 10.1.1.10 . tcp . 80 }'; nft delete chain ip portable_lb svc_tcp_0a01010a_80",
+    ]);
+    const report = await engine.verify("changed");
+    expect(report).toMatchObject({ full: true, repaired: 3 });
+    expect([...engine.verified()].sort()).toEqual(["tcp:10.1.1.10:80", "udp:10.1.1.11:53"]);
+    // Nothing wrong: the check alone, no full read.
+    await engine.apply([dns, web(["10.244.1.5", "10.244.2.5"])]);
+    expect(await engine.verify("changed")).toMatchObject({ drift: [], full: false });
+    // The frame is part of every check: a flushed masquerade chain is found after any change.
+    execFileSync("ip", ["netns", "exec", NS, "nft", "flush", "chain", "ip", "portable_lb", "postrouting"]);
+    await engine.apply([dns, web(["10.244.2.5"])]);
+    expect(await engine.verify("changed")).toMatchObject({ full: true, rebuilt: true });
+  });
+
   it("judges a read made beside applies fairly: what was written after it began is not drift", async () => {
     execFileSync("ip", ["netns", "exec", NS, "nft", "flush", "ruleset"]);
     const engine = new NftEngine(nft);

@@ -120,26 +120,29 @@ export class NftEngine extends DiffEngine<NftService> {
   }
 
   /**
-   * After an apply, in one nft run that commits nothing: the chains (the frame's hooks, one chain
-   * per service, nothing else), the frame's rules by handle, and the changed services' map
-   * elements (by deleting them in the check-only transaction). Cheap at any size: it loads no rule
-   * and no map element nft does not name.
+   * After an apply, one nft run that commits nothing and lists nothing: the frame's rules by handle,
+   * and each changed service's map element and chain, deleted in a check-only transaction (which
+   * fails on what is missing). Cheap at any size: nft loads no rule, element or chain it does not
+   * name. The frame's hooks and everything else are the periodic checks' part.
    */
   private async checkChanged(applied: NftService[], changed: ReadonlySet<string>): Promise<Drift[]> {
-    const elements = applied.filter((s) => changed.has(serviceKey(s)));
     const script = [
-      "list chains ip",
       ...this.ruleChecks(false),
-      ...elements.map((s) => `delete element ${T} services { ${dispatchKey(s)} }`),
+      ...applied
+        .filter((s) => changed.has(serviceKey(s)))
+        .flatMap((s) => [
+          `delete element ${T} services { ${dispatchKey(s)} }`,
+          `delete chain ${T} svc_${objectId(s)}`,
+        ]),
     ];
-    let listing: string;
+    if (script.length === 0) return [];
     try {
-      listing = await run([...this.nft, "-c", "-n", "-f", "-"], script.map((l) => `${l}\n`).join(""));
+      await run([...this.nft, "-c", "-f", "-"], script.map((l) => `${l}\n`).join(""));
     } catch (err) {
       if (!(err instanceof CommandError)) throw err;
       return [this.checkFailure(err)];
     }
-    return this.chainDrift(applied, listing);
+    return [];
   }
 
   /** Everything a cheap read shows: every map element and where it goes, the chains, every rule of ours by handle. */
@@ -194,8 +197,8 @@ export class NftEngine extends DiffEngine<NftService> {
     const first = err.stderr.trim().split("\n")[0] ?? "";
     if (/^delete rule/m.test(err.stderr))
       return driftOf("base", `nft: a rule of ours is gone or replaced: ${first}`);
-    if (/^delete element/m.test(err.stderr))
-      return driftOf("service", `nft: a services element is missing: ${first}`);
+    if (/^delete (element|chain)/m.test(err.stderr))
+      return driftOf("service", `nft: a service's element or chain is missing: ${first}`);
     if (missingTable(err)) return driftOf("missing", `nft: table ${T} is missing`);
     return driftOf("unparseable", `nft: the check failed: ${first}`);
   }
