@@ -151,7 +151,14 @@ export class Reconciler {
     let failure: Error | undefined;
     if (due) {
       const { inspection, error } = due;
-      const repair = () => (inspection ? this.d.engine.repair(inspection) : Promise.reject(asError(error)));
+      // A full read beside the writer that did not finish (nft starts a listing over whenever a
+      // change lands under it; with steady changes on a large table it may never end) is made
+      // here instead, holding changes back for its length, once.
+      const repair = inspection
+        ? () => this.d.engine.repair(inspection)
+        : due.mode === "full"
+          ? () => this.d.engine.verify("full")
+          : () => Promise.reject(asError(error));
       await this.verifyDataPlane(due.mode, repair, true).catch((err: unknown) => (failure = asError(err)));
     }
     await this.reconcileOnce();

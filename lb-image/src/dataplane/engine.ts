@@ -112,8 +112,11 @@ export abstract class DiffEngine<T extends ServiceId> implements DataPlaneEngine
   private readonly touched = new Map<string, number>();
   private rebuiltAt = 0;
 
-  /** A full, strict read; never throws because of what it finds (that is drift). */
-  protected abstract read(): Promise<KernelRead<T[]>>;
+  /**
+   * A full, strict read; never throws because of what it finds (that is drift). `timeoutMs` bounds
+   * one made beside writes (nft restarts a listing whenever the ruleset changes under it).
+   */
+  protected abstract read(timeoutMs?: number): Promise<KernelRead<T[]>>;
   protected abstract render(desired: VirtualService[]): T[];
   protected abstract diff(current: T[], desired: T[]): Scripts;
   /** Replaces everything with `desired` (what a diff cannot repair). */
@@ -182,7 +185,9 @@ export abstract class DiffEngine<T extends ServiceId> implements DataPlaneEngine
       const seen = await this.check(applied, "quick", this.pending);
       if (seen !== undefined) return inspection("quick", seen);
     }
-    const found = await this.timedRead();
+    // Beside writes, a large listing may restart again and again (nft starts over whenever the
+    // ruleset changes under it): bounded, and the caller then reads in the single writer.
+    const found = await this.timedRead(Math.max(5_000, 3 * (this.lastFullReadMs ?? 0)));
     return inspection("full", found.drift, found);
   }
 
@@ -292,9 +297,9 @@ export abstract class DiffEngine<T extends ServiceId> implements DataPlaneEngine
     return report({ drift, repaired: count, rebuilt, full: true });
   }
 
-  private async timedRead(): Promise<KernelRead<T[]>> {
+  private async timedRead(timeoutMs?: number): Promise<KernelRead<T[]>> {
     const started = performance.now();
-    const found = await this.read();
+    const found = await this.read(timeoutMs);
     this.lastFullReadMs = performance.now() - started;
     return found;
   }

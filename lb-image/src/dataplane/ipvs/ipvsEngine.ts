@@ -19,8 +19,8 @@ export class IpvsEngine extends DiffEngine<IpvsService> {
     this.ipvsadm = ipvsadm;
   }
 
-  protected async read(): Promise<KernelRead<IpvsService[]>> {
-    return this.readText(await run([...this.ipvsadm, "-S", "-n"]));
+  protected async read(timeoutMs?: number): Promise<KernelRead<IpvsService[]>> {
+    return this.readText(await run([...this.ipvsadm, "-S", "-n"], "", timeoutMs));
   }
   /** `-Sn` output as state, or as drift when it holds what we never make. */
   protected readText(text: string): KernelRead<IpvsService[]> {

@@ -25,6 +25,9 @@ const dns: VirtualService = {
   scheduler: "mh",
   backends: [{ ip: "10.244.1.9", port: 53, weight: 1 }],
 };
+/** Runs a shell script in the namespace, as another program than the engine would. */
+const inNs = (script: string) =>
+  execFileSync("ip", ["netns", "exec", NS, "bash", "-c", script], { timeout: 10_000 });
 const handles = () =>
   execFileSync(
     "ip",
@@ -133,7 +136,7 @@ describe("NftEngine", () => {
     await engine.apply(desired);
     expect((await engine.verify("full")).drift).toEqual([]);
     expect([...engine.verified()].sort()).toEqual(["tcp:10.1.1.10:80", "udp:10.1.1.11:53"]);
-    execFileSync("ip", ["netns", "exec", NS, "bash", "-c", command]);
+    inNs(command);
 
     const quick = await engine.verify("quick");
     expect(quick.drift.length > 0).toBe(finds === "quick");
@@ -156,14 +159,9 @@ describe("NftEngine", () => {
     await engine.apply([dns, web(["10.244.1.5"])]);
     expect([...engine.verified()]).toEqual(["udp:10.1.1.11:53"]);
     // The new service is gone before it is read back: the check sees it, and the repair restores it.
-    execFileSync("ip", [
-      "netns",
-      "exec",
-      NS,
-      "bash",
-      "-c",
+    inNs(
       "nft delete element ip portable_lb services '{ 10.1.1.10 . tcp . 80 }'; nft delete chain ip portable_lb svc_tcp_0a01010a_80",
-    ]);
+    );
     const report = await engine.verify("changed");
     expect(report).toMatchObject({ full: true, repaired: 3 });
     expect([...engine.verified()].sort()).toEqual(["tcp:10.1.1.10:80", "udp:10.1.1.11:53"]);
@@ -225,15 +223,10 @@ describe("NftEngine", () => {
     execFileSync("ip", ["netns", "exec", NS, "nft", "flush", "ruleset"]);
     await new NftEngine(nft).apply([web(["10.244.1.5"]), dns]);
     // What the issue found after a restart: an element that goes to no service chain with a rule.
-    execFileSync("ip", [
-      "netns",
-      "exec",
-      NS,
-      "bash",
-      "-c",
+    inNs(
       "nft flush table ip portable_lb; nft delete element ip portable_lb services '{ 10.1.1.10 . tcp . 80 }'; " +
         "nft add chain ip portable_lb other; nft add element ip portable_lb services '{ 10.1.1.10 . tcp . 80 : goto other }'",
-    ]);
+    );
     const restarted = new NftEngine(nft);
     const applied = await restarted.apply([web(["10.244.1.5"]), dns]);
     expect(applied.drift.map((d) => d.kind)).toContain("foreign");
@@ -250,11 +243,9 @@ describe("NftEngine", () => {
     await engine.apply([web(["10.244.1.5"]), dns]);
     // Connections made inside the namespace take the output hook; whether they complete does not
     // matter: the counter counts the first packet of each.
-    const sh = (script: string) =>
-      execFileSync("ip", ["netns", "exec", NS, "bash", "-c", script], { timeout: 10_000 });
-    sh("ip link set lo up; ip addr add 10.244.1.5/32 dev lo; ip route replace local 10.1.1.10/32 dev lo");
+    inNs("ip link set lo up; ip addr add 10.244.1.5/32 dev lo; ip route replace local 10.1.1.10/32 dev lo");
     const connect = (n: number) =>
-      sh(
+      inNs(
         `for i in $(seq ${n}); do timeout 0.3 bash -c 'exec 3<>/dev/tcp/10.1.1.10/80' 2>/dev/null; done; true`,
       );
     connect(5);

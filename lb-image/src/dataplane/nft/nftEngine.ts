@@ -65,7 +65,7 @@ export class NftEngine extends DiffEngine<NftService> {
     else this.monitor?.stop();
   }
 
-  protected async read(): Promise<KernelRead<NftService[]>> {
+  protected async read(timeoutMs?: number): Promise<KernelRead<NftService[]>> {
     const parser = new NftTableParser();
     try {
       // -a: rule handles (for the cheap check); -n: numbers, not names from /etc/services;
@@ -74,7 +74,7 @@ export class NftEngine extends DiffEngine<NftService> {
       await runLines(
         [...this.nft, "-a", "-n", "-s", "list", "table", "ip", NFT_TABLE],
         (l) => parser.line(l),
-        undefined,
+        timeoutMs,
         10,
       );
     } catch (err) {
