@@ -22,7 +22,9 @@ export interface DataPlaneEngine {
   apply(desired: VirtualService[]): Promise<ApplyResult>;
   /**
    * Reads the kernel back as far as `mode` says ("quick" or "full"), without writing: safe beside
-   * apply (no need to hold the single writer while a large table is listed).
+   * apply (no need to hold the single writer while a large table is listed). A full read gives up
+   * after 3× the last one's time (at least 5 s): nft starts a listing over whenever a change lands
+   * under it, and with steady changes on a large table it may never end; make it in the writer then.
    */
   inspect(mode: "quick" | "full"): Promise<Inspection>;
   /**
@@ -167,7 +169,13 @@ export abstract class DiffEngine<T extends ServiceId> implements DataPlaneEngine
     return { changes: count, drift, ...(readMs !== undefined && { readMs }) };
   }
 
-  async inspect(mode: "quick" | "full"): Promise<Inspection> {
+  inspect(mode: "quick" | "full"): Promise<Inspection> {
+    // Beside writes, a large listing may restart again and again (nft starts over whenever the
+    // ruleset changes under it): bounded, and the caller then reads in the single writer.
+    return this.inspectWithin(mode, Math.max(5_000, 3 * (this.lastFullReadMs ?? 0)));
+  }
+
+  private async inspectWithin(mode: "quick" | "full", timeoutMs?: number): Promise<Inspection> {
     const started = performance.now();
     const generation = this.generation;
     const applied = this.applied;
@@ -185,9 +193,7 @@ export abstract class DiffEngine<T extends ServiceId> implements DataPlaneEngine
       const seen = await this.check(applied, "quick", this.pending);
       if (seen !== undefined) return inspection("quick", seen);
     }
-    // Beside writes, a large listing may restart again and again (nft starts over whenever the
-    // ruleset changes under it): bounded, and the caller then reads in the single writer.
-    const found = await this.timedRead(Math.max(5_000, 3 * (this.lastFullReadMs ?? 0)));
+    const found = await this.timedRead(timeoutMs);
     return inspection("full", found.drift, found);
   }
 
@@ -207,7 +213,7 @@ export abstract class DiffEngine<T extends ServiceId> implements DataPlaneEngine
   }
 
   async verify(mode: VerifyMode): Promise<VerifyReport> {
-    if (mode !== "changed") return this.repair(await this.inspect(mode));
+    if (mode !== "changed") return this.repair(await this.inspectWithin(mode));
     const started = performance.now();
     const applied = this.applied;
     if (applied === undefined) return { drift: [], repaired: 0, rebuilt: false, full: false, durationMs: 0 };
