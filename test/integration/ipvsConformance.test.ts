@@ -4,9 +4,9 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { ipvsDiff } from "../../lb-image/src/dataplane/ipvs/ipvsDiff.ts";
-import { formatSave, parseSave } from "../../lb-image/src/dataplane/ipvs/ipvsadmSave.ts";
+import { formatSave, parseSave, replaceScript } from "../../lb-image/src/dataplane/ipvs/ipvsadmSave.ts";
 import { parseStats } from "../../lb-image/src/dataplane/ipvs/ipvsadmStats.ts";
-import { toIpvs } from "../../lb-image/src/dataplane/ipvs/ipvsState.ts";
+import { sortIpvs, toIpvs } from "../../lb-image/src/dataplane/ipvs/ipvsState.ts";
 import type { VirtualService } from "../../lb-image/src/dataplane/model.ts";
 import { simulate } from "../../lb-image/src/dataplane/ipvs/testing/ipvsSimulator.ts";
 import { GUEST_PATHS, GUEST_TEST_DIR, runInIpvsGuest } from "../harness/qemu/ipvsGuest.ts";
@@ -57,6 +57,18 @@ const second: VirtualService[] = [
 
 const batch1 = ipvsDiff([], toIpvs(first));
 const batch2 = ipvsDiff(toIpvs(first), toIpvs(second));
+// Drift the engine repairs: someone changes a scheduler and adds a service of their own; the
+// engine's diff from what it then reads takes the kernel back. Then someone adds what the engine
+// never makes (a firewall-mark service): the engine replaces everything (clear and restore).
+const drifted = [
+  ...toIpvs(second).map((s) => (s.port === 83 ? { ...s, scheduler: "rr", flags: [] } : s)),
+  ...toIpvs([svc(90, "rr", [[b3, 1]])]).map((s) => ({ ...s, scheduler: "wlc", flags: [] })),
+];
+const drift = [
+  `-E -t ${topo.vip}:83 -s rr`,
+  ...ipvsDiff([], toIpvs([svc(90, "rr", [[b3, 1]])])).map((c) => c.replace(/-s rr$/, "-s wlc")),
+];
+const repairBatch = ipvsDiff(drifted, toIpvs(second));
 const { ip, ipvsadm } = GUEST_PATHS;
 const lb = `${ip} netns exec lb`;
 const curl = (port: number, n: number) =>
@@ -75,10 +87,23 @@ describe("IPVS engine on a real kernel (QEMU guest)", () => {
       `${lb} ${ipvsadm} -R < ${GUEST_TEST_DIR}/batch2`,
       `echo "== save2"; ${lb} ${ipvsadm} -S -n; echo "== end"`,
       `echo "== list"; ${lb} ${ipvsadm} -L -n; echo "== end"`,
+      `${lb} ${ipvsadm} -R < ${GUEST_TEST_DIR}/drift`,
+      `echo "== drifted"; ${lb} ${ipvsadm} -S -n; echo "== end"`,
+      `${lb} ${ipvsadm} -R < ${GUEST_TEST_DIR}/repair`,
+      `echo "== repaired"; ${lb} ${ipvsadm} -S -n; echo "== end"`,
+      `${lb} ${ipvsadm} -A -f 7 -s rr`,
+      `${lb} ${ipvsadm} -R < ${GUEST_TEST_DIR}/replace`,
+      `echo "== replaced"; ${lb} ${ipvsadm} -S -n; echo "== end"`,
     ].join("\n");
     const result = await runInIpvsGuest({
       script,
-      files: { batch1: batch1.join("\n") + "\n", batch2: batch2.join("\n") + "\n" },
+      files: {
+        batch1: batch1.join("\n") + "\n",
+        batch2: batch2.join("\n") + "\n",
+        drift: drift.join("\n") + "\n",
+        repair: repairBatch.join("\n") + "\n",
+        replace: replaceScript(toIpvs(second)),
+      },
       timeoutMs: 180_000,
     });
     expect(result.exitCode).toBe(0);
@@ -116,6 +141,12 @@ describe("IPVS engine on a real kernel (QEMU guest)", () => {
         connections: [9, 4, 6][i],
       })),
     );
+  });
+
+  it("repairs drift as the engine does: by diff from what it reads, and by clear and restore", () => {
+    expect(parseSave(section("drifted"))).toEqual(sortIpvs(drifted));
+    expect(parseSave(section("repaired"))).toEqual(toIpvs(second));
+    expect(parseSave(section("replaced"))).toEqual(toIpvs(second));
   });
 
   it("shows the drained backend with weight 0 and the new scheduler in ipvsadm -Ln", () => {

@@ -204,6 +204,7 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
   const server = await startHttpServer(
     o.httpPort ?? o.config.ports.health,
     {
+      live: () => reconciler.dataPlaneLive(),
       ready: () => reconciler.applied,
       drain: () => withdraw(),
     },
@@ -230,6 +231,8 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
   const presence = speaker && (await ControllerPresence.listen(o.speaker!.runDir));
   elector.start();
   announcer?.start();
+  // Reads the data plane back and repairs drift, API server or not (the same runner applies).
+  reconciler.startVerifying();
   await watch.start();
   return {
     reconciler,

@@ -1,10 +1,12 @@
-// /healthz (the process is alive), /readyz (rules applied and not draining), /prestop (the kubelet's
+// /healthz (the process is alive and its data plane is not stuck failing), /readyz (rules applied and not draining), /prestop (the kubelet's
 // preStop hook: stop taking new traffic, then answer), /metrics (Prometheus).
 import { createServer, type Server } from "node:http";
 import { LB_HTTP_PATHS } from "@portable-lb/core/config";
 import type { Registry } from "prom-client";
 
 export interface HealthState {
+  /** False once applying or verifying the data plane has kept failing (the kubelet restarts us); default true. */
+  live?(): boolean;
   ready(): boolean;
   /** Called once by preStop: withdraw announcements; resolves when that is done. */
   drain(): Promise<void>;
@@ -30,7 +32,7 @@ export function startHttpServer(
     if (!state && req.url !== LB_HTTP_PATHS.metrics) return send(404, "not found\n");
     switch (req.url) {
       case LB_HTTP_PATHS.healthz:
-        return send(200, "ok\n");
+        return (state!.live?.() ?? true) ? send(200, "ok\n") : send(503, "data plane keeps failing\n");
       case LB_HTTP_PATHS.readyz:
         return state!.ready() && !draining
           ? send(200, "ok\n")

@@ -58,6 +58,41 @@ export class ControllerMetrics {
     registers: [this.registry],
   });
 
+  readonly driftFound = new Counter({
+    name: "portable_lb_drift_found_total",
+    help: "Differences found by reading the data plane back from the kernel, by kind",
+    labelNames: ["kind"],
+    registers: [this.registry],
+  });
+  readonly driftRepaired = new Counter({
+    name: "portable_lb_drift_repaired_total",
+    help: "Differences repaired (read back as applied afterwards), by kind",
+    labelNames: ["kind"],
+    registers: [this.registry],
+  });
+  readonly verifyErrors = new Counter({
+    name: "portable_lb_verify_errors_total",
+    help: "Read-backs or repairs of the data plane that failed (its VIPs stay unverified)",
+    registers: [this.registry],
+  });
+  readonly verifySeconds = new Histogram({
+    name: "portable_lb_verify_duration_seconds",
+    help: "Time to read the data plane back from the kernel (and repair it), by mode",
+    labelNames: ["mode"],
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [this.registry],
+  });
+  readonly lastVerification = new Gauge({
+    name: "portable_lb_last_verification_timestamp_seconds",
+    help: "When the data plane was last read back and found as applied (Unix time)",
+    registers: [this.registry],
+  });
+  readonly verifiedVips = new Gauge({
+    name: "portable_lb_verified_vips",
+    help: "VIPs whose every service and local route are read back from the kernel as applied",
+    registers: [this.registry],
+  });
+
   readonly counterReadErrors = new Counter({
     name: "portable_lb_counter_read_errors_total",
     help: "Scrapes that could not read the kernel's per-VIP counters",

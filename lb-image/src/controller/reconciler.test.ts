@@ -3,8 +3,7 @@
 import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
 import { lbConfigSchema } from "@portable-lb/core/config";
 import { pino } from "pino";
-import type { DataPlaneEngine } from "../dataplane/engine.ts";
-import type { LocalVips } from "../dataplane/localVips.ts";
+import { idleEngine, idleLocalVips } from "../dataplane/testing/idleDataPlane.ts";
 import type { SkippedItem } from "./desiredState.ts";
 import type { EventType } from "./eventSink.ts";
 import { ControllerMetrics } from "./metrics.ts";
@@ -28,20 +27,12 @@ function fixture(
   const applies: number[] = [];
   const events: { type: EventType; reason: string; object: string; uid?: string | undefined }[] = [];
   const metrics = new ControllerMetrics();
-  const engine: DataPlaneEngine = {
-    name: "nftables",
-    apply: (s) => {
-      applies.push(s.length);
-      return Promise.resolve({ changes: 0 });
-    },
-    services: () => Promise.resolve(0),
-    counters: () => Promise.resolve([]),
-  };
+  const engine = idleEngine((s) => applies.push(s.length));
   const reconciler = new Reconciler({
     config,
     view: { synced: () => true, services: () => [...services()], slices: (): V1EndpointSlice[] => [] },
     engine,
-    localVips: { apply: () => Promise.resolve(0) } as unknown as LocalVips,
+    localVips: idleLocalVips(),
     metrics,
     log: pino({ level: "silent" }),
     report: (items: SkippedItem[], type: EventType = "Warning") =>

@@ -2,11 +2,19 @@
 // apply it by diff. Bursts of changes coalesce into one run. A failed run leaves the last good
 // rules in place and is retried; nothing is applied before the caches have synced, so a start
 // without the API server never replaces adopted rules with an empty state.
+//
+// The same runner (the one writer to the kernel) reads the data plane back: after each change, and
+// on the VerifySchedule's ticks, repairing any drift toward the last applied state (also while the
+// API server is away). Only VIPs whose every service and local route were read back as applied are
+// verified, and only those are announced.
 import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
 import type { LbConfig } from "@portable-lb/core/config";
 import type { Logger } from "pino";
-import type { DataPlaneEngine } from "../dataplane/engine.ts";
+import { RepairError, countByKind, type VerifyMode, type VerifyReport } from "../dataplane/drift.ts";
+import type { DataPlaneEngine, Inspection } from "../dataplane/engine.ts";
 import type { LocalVips } from "../dataplane/localVips.ts";
+import { serviceKey, type VirtualService } from "../dataplane/model.ts";
+import { VerifySchedule } from "../dataplane/verifySchedule.ts";
 import { classlessHints } from "./classlessHints.ts";
 import {
   desiredState,
@@ -45,12 +53,18 @@ export interface ReconcilerDeps {
   /** Active health checks; the reconciler tells it what to check and reads its verdicts. */
   health?: HealthChecker;
   /**
-   * BGP mode: hands the VIPs the data plane can serve now (see bgp/announcements.ts) to the
-   * Announcer, which announces those the rest of the path can deliver too.
+   * BGP mode: hands the Announcer the VIPs the data plane serves now, verified in the kernel (see
+   * bgp/announcements.ts), after every run that applied or read back the data plane; it announces
+   * those the rest of the path can deliver too.
    */
   announce?: (vips: string[]) => void;
   retryMs?: number;
+  /** Read-back intervals (see VerifySchedule); defaults there. */
+  verifyIntervals?: { minIntervalMs?: number; costFactor?: number };
 }
+
+/** How long applying or verifying the data plane may keep failing before /healthz fails. */
+export const DATA_PLANE_FAILURE_BOUND_MS = 20_000;
 
 export class Reconciler {
   private readonly d: ReconcilerDeps;
@@ -70,11 +84,21 @@ export class Reconciler {
    * that has just been written to another.
    */
   private readonly ownWrites = new Map<string, { over: string | undefined; svc: V1Service }>();
+  /** The services last applied, for telling which VIPs are verified. */
+  private desired: VirtualService[] = [];
+  private verifiedNow: string[] = [];
+  /** Since when applying, and verifying, the data plane has failed without a success since. */
+  private readonly failingSince: { apply?: number; verify?: number } = {};
+  private readonly schedule: VerifySchedule;
+  /** A periodic read-back in progress (outside the runner), and its result for the next run. */
+  private inspecting = false;
+  private inspected: { mode: VerifyMode; inspection?: Inspection; error?: Error } | undefined;
 
   constructor(deps: ReconcilerDeps) {
     this.d = deps;
+    this.schedule = new VerifySchedule({ trigger: () => void this.inspectDue(), ...deps.verifyIntervals });
     this.runner = new CoalescingRunner(
-      () => this.reconcileOnce(),
+      () => this.run(),
       {
         onSuccess: (since) => this.d.metrics.reconcileSeconds.observe((performance.now() - since) / 1000),
         onError: (err) => {
@@ -92,7 +116,141 @@ export class Reconciler {
   }
 
   stop(): void {
+    this.schedule.stop();
+    this.d.engine.unwatch();
     this.runner.stop();
+  }
+
+  /**
+   * Starts reading the data plane back on the schedule, and on the engine's own news of foreign
+   * changes (nft monitor); stopped by stop().
+   */
+  startVerifying(): void {
+    this.schedule.start();
+    this.d.engine.watch(() => this.suspectDrift());
+  }
+
+  /** Something saw the kernel change behind our back: a full read-back on the next run, now. */
+  suspectDrift(): void {
+    this.schedule.suspect();
+  }
+
+  /** VIPs whose every service and local route are verified in the kernel now, sorted. */
+  verifiedVips(): string[] {
+    return this.verifiedNow;
+  }
+
+  /** False once applying or verifying the data plane has kept failing for longer than the bound. */
+  dataPlaneLive(now = performance.now()): boolean {
+    const since = Math.min(this.failingSince.apply ?? now, this.failingSince.verify ?? now);
+    return now - since < DATA_PLANE_FAILURE_BOUND_MS;
+  }
+
+  /**
+   * A due read-back of the kernel, made beside the runner (listing a large table takes seconds and
+   * writes nothing); what it saw is judged and repaired by the next run, in the single writer.
+   */
+  private async inspectDue(): Promise<void> {
+    if (this.inspecting || this.inspected) return;
+    const mode = this.schedule.take();
+    if (mode === undefined) return;
+    this.inspecting = true;
+    try {
+      this.inspected = { mode, inspection: await this.d.engine.inspect(mode) };
+    } catch (err) {
+      this.inspected = { mode, error: asError(err) };
+    } finally {
+      this.inspecting = false;
+    }
+    this.trigger();
+  }
+
+  /** One run of the single writer: the repair of a read-back made since the last run, then the reconcile. */
+  private async run(): Promise<void> {
+    const due = this.inspected;
+    this.inspected = undefined;
+    let failure: Error | undefined;
+    if (due) {
+      const { inspection, error } = due;
+      // A full read beside the writer that did not finish (nft starts a listing over whenever a
+      // change lands under it; with steady changes on a large table it may never end) is made
+      // here instead, holding changes back for its length, once.
+      const repair = inspection
+        ? () => this.d.engine.repair(inspection)
+        : due.mode === "full"
+          ? () => this.d.engine.verify("full")
+          : () => Promise.reject(asError(error));
+      await this.verifyDataPlane(due.mode, repair, true).catch((err: unknown) => (failure = asError(err)));
+    }
+    await this.reconcileOnce();
+    if (failure) throw failure;
+  }
+
+  /**
+   * Repairs the data plane (`repair`: the engine's step; the local VIP routes too when `routes`)
+   * and records what was found; throws when a repair failed.
+   */
+  private async verifyDataPlane(
+    mode: VerifyMode,
+    repair: () => Promise<VerifyReport>,
+    routes: boolean,
+  ): Promise<void> {
+    const { engine, localVips, metrics, log } = this.d;
+    const reports: VerifyReport[] = [];
+    let failure: Error | undefined;
+    for (const verify of [repair, ...(routes ? [() => localVips.verify()] : [])]) {
+      try {
+        reports.push(await verify());
+      } catch (err) {
+        failure ??= asError(err);
+        if (err instanceof RepairError) reports.push(err.report);
+      }
+    }
+    const [main] = reports;
+    for (const r of reports) {
+      metrics.verifySeconds.observe({ mode: r.full ? "full" : mode }, r.durationMs / 1000);
+      for (const d of r.drift) metrics.driftFound.inc({ kind: d.kind });
+      if (r.repaired > 0 && failure === undefined)
+        for (const d of r.drift) metrics.driftRepaired.inc({ kind: d.kind });
+      if (r.drift.length > 0)
+        log.warn(
+          {
+            mode,
+            drift: countByKind(r.drift),
+            details: r.drift.slice(0, 10).map((d) => d.detail),
+            repaired: r.repaired,
+            rebuilt: r.rebuilt,
+            ms: Math.round(r.durationMs),
+          },
+          failure === undefined ? "data plane drift repaired" : "data plane drift found; repair failed",
+        );
+    }
+    if (main) this.schedule.done(main.full ? "full" : mode, main.durationMs, engine.fullReadMs());
+    this.updateVerified();
+    if (failure) {
+      metrics.verifyErrors.inc();
+      this.failingSince.verify ??= performance.now();
+      throw failure;
+    }
+    delete this.failingSince.verify;
+    metrics.lastVerification.setToCurrentTime();
+  }
+
+  private updateVerified(): void {
+    const services = this.d.engine.verified();
+    const routes = this.d.localVips.verified();
+    const byVip = new Map<string, boolean>();
+    for (const s of this.desired)
+      byVip.set(s.vip, (byVip.get(s.vip) ?? true) && services.has(serviceKey(s)) && routes.has(s.vip));
+    const vips = [...byVip]
+      .filter(([, ok]) => ok)
+      .map(([vip]) => vip)
+      .sort();
+    this.d.metrics.verifiedVips.set(vips.length);
+    this.verifiedNow = vips;
+    // Announced only once the rules are verified: a router never reaches a pod before it can serve.
+    const verified = new Set(vips);
+    this.d.announce?.(announcedVips(this.desired).filter((vip) => verified.has(vip)));
   }
 
   async reconcileOnce(): Promise<void> {
@@ -123,21 +281,46 @@ export class Reconciler {
     problems.push(...desired.skipped);
     for (const p of problems) this.d.metrics.skipped.inc({ reason: p.reason });
 
-    const { changes } = await this.d.engine.apply(desired.services);
     const vips = [...new Set(desired.services.map((s) => s.vip))];
-    await this.d.localVips.apply(vips);
-    // Candidates only once the rules are in: a router never reaches a pod before it can serve.
-    this.d.announce?.(announcedVips(desired.services));
-    this.applied = true;
-    this.d.metrics.ruleChanges.inc({ engine: this.d.engine.name }, changes);
-    this.d.metrics.services.set(desired.services.length);
-    this.d.metrics.backends.set(desired.services.reduce((n, s) => n + s.backends.length, 0));
-    this.d.metrics.vips.set(vips.length);
+    let changes: number;
+    let routeChanges: number;
+    try {
+      const applied = await this.d.engine.apply(desired.services);
+      changes = applied.changes;
+      // That read was a full one: the next is due as if it had been scheduled.
+      if (applied.readMs !== undefined) this.schedule.done("full", applied.readMs, applied.readMs);
+      if (applied.drift.length > 0)
+        this.d.log.warn(
+          { drift: countByKind(applied.drift), details: applied.drift.slice(0, 10).map((d) => d.detail) },
+          "replacing the kernel's rules: they are not as this controller makes them",
+        );
+      this.desired = desired.services;
+      routeChanges = await this.d.localVips.apply(vips);
+    } catch (err) {
+      this.failingSince.apply ??= performance.now();
+      throw err;
+    }
+    delete this.failingSince.apply;
     if (changes)
       this.d.log.info(
         { changes, services: desired.services.length, vips: vips.length },
         "data plane updated",
       );
+    // What changed counts once read back from the kernel; a failed read-back is retried by the
+    // runner, and until then those VIPs are not announced.
+    let verifyFailure: Error | undefined;
+    if (changes > 0 || routeChanges > 0 || this.verifiedNow.length < vips.length)
+      await this.verifyDataPlane(
+        "changed",
+        () => this.d.engine.verify("changed"),
+        routeChanges > 0 || this.verifiedNow.length < vips.length,
+      ).catch((err: unknown) => (verifyFailure = asError(err)));
+    else this.updateVerified();
+    this.applied = true;
+    this.d.metrics.ruleChanges.inc({ engine: this.d.engine.name }, changes);
+    this.d.metrics.services.set(desired.services.length);
+    this.d.metrics.backends.set(desired.services.reduce((n, s) => n + s.backends.length, 0));
+    this.d.metrics.vips.set(vips.length);
     // Status writes come after the data plane (which serves what the statuses already say), so a
     // slow or failing API server never holds it back; what did not land is retried.
     const allocated = this.allocated;
@@ -149,6 +332,7 @@ export class Reconciler {
     await this.d.report(problems);
     if (allocating) notes.push(...classlessHints(view.services(), config.loadBalancerClass));
     if (notes.length) await this.d.report(notes, "Normal");
+    if (verifyFailure) throw verifyFailure;
   }
 
   /** The cached Services, with own writes the cache does not show yet in place of the old versions. */
@@ -223,4 +407,8 @@ export class Reconciler {
     }
     return failed === 0 && todo.length === 0;
   }
+}
+
+function asError(err: unknown): Error {
+  return err instanceof Error ? err : new Error(String(err));
 }

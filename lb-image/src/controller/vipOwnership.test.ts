@@ -8,8 +8,7 @@ import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
 import { lbConfigSchema, type VipPool } from "@portable-lb/core/config";
 import fc from "fast-check";
 import { pino } from "pino";
-import type { DataPlaneEngine } from "../dataplane/engine.ts";
-import type { LocalVips } from "../dataplane/localVips.ts";
+import { idleEngine, idleLocalVips } from "../dataplane/testing/idleDataPlane.ts";
 import type { SkippedItem } from "./desiredState.ts";
 import type { EventType } from "./eventSink.ts";
 import { ControllerMetrics } from "./metrics.ts";
@@ -190,17 +189,12 @@ class Harness {
   }
 
   private newReconciler(): Reconciler {
-    const engine: DataPlaneEngine = {
-      name: "nftables",
-      apply: () => Promise.resolve({ changes: 0 }),
-      services: () => Promise.resolve(0),
-      counters: () => Promise.resolve([]),
-    };
+    const engine = idleEngine();
     return new Reconciler({
       config,
       view: { synced: () => true, services: () => this.cache(), slices: (): V1EndpointSlice[] => [] },
       engine,
-      localVips: { apply: () => Promise.resolve(0) } as unknown as LocalVips,
+      localVips: idleLocalVips(),
       metrics: Harness.metrics,
       log: pino({ level: "silent" }),
       report: (items: SkippedItem[], type?: EventType) =>

@@ -1,6 +1,7 @@
 // Runs the data plane's command-line tools with stdin, bounded in time, with errors that carry the
 // tool's own message (what an operator needs in the log and in the Event).
 import { execFile, spawn } from "node:child_process";
+import { setPriority } from "node:os";
 import { createInterface } from "node:readline";
 
 export class CommandError extends Error {
@@ -15,8 +16,13 @@ function failure(argv: string[], stderr: string, fallback: string): CommandError
   return new CommandError(`${argv.join(" ")} failed: ${stderr.trim() || fallback}`, stderr);
 }
 
-/** Runs argv[0] with the rest as arguments, feeding `input` on stdin. */
-export function run(argv: [string, ...string[]], input = "", timeoutMs = 30_000): Promise<string> {
+/** Runs argv[0] with the rest as arguments, feeding `input` on stdin; `onPid` learns its process id. */
+export function run(
+  argv: [string, ...string[]],
+  input = "",
+  timeoutMs = 30_000,
+  onPid?: (pid: number) => void,
+): Promise<string> {
   const [command, ...args] = argv;
   return new Promise((resolve, reject) => {
     const child = execFile(
@@ -31,6 +37,7 @@ export function run(argv: [string, ...string[]], input = "", timeoutMs = 30_000)
         resolve(stdout);
       },
     );
+    if (child.pid !== undefined) onPid?.(child.pid);
     // A command that exits without reading its input (`ip route show`) closes the pipe: EPIPE on
     // stdin is expected then, and the command's own exit status is what counts.
     child.stdin?.on("error", () => undefined);
@@ -41,15 +48,25 @@ export function run(argv: [string, ...string[]], input = "", timeoutMs = 30_000)
 /**
  * Runs argv[0] and hands each line of its output to `onLine` as it arrives, so that a listing of
  * hundreds of megabytes is never one string in memory. Resolves when the command exits with 0.
+ * `niceness` lowers the command's CPU priority (background work, such as a periodic listing that
+ * takes nft seconds of CPU, must not hold back the changes applied beside it).
  */
 export function runLines(
   argv: [string, ...string[]],
   onLine: (line: string) => void,
   timeoutMs = 120_000,
+  niceness = 0,
 ): Promise<void> {
   const [command, ...args] = argv;
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, { stdio: ["ignore", "pipe", "pipe"], timeout: timeoutMs });
+    if (niceness > 0 && child.pid !== undefined) {
+      try {
+        setPriority(child.pid, niceness);
+      } catch {
+        // Best effort: it runs at normal priority then.
+      }
+    }
     let stderr = "";
     let parseError: Error | undefined;
     child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr = (stderr + d).slice(-64 * 1024)));

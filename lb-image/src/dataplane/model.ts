@@ -25,6 +25,12 @@ export function serviceKey(s: Pick<VirtualService, "protocol" | "vip" | "port">)
   return `${s.protocol}:${s.vip}:${s.port}`;
 }
 
+/** The inverse of serviceKey. */
+export function parseServiceKey(key: string): Pick<VirtualService, "protocol" | "vip" | "port"> {
+  const [protocol, vip = "", port] = key.split(":");
+  return { protocol: protocol === "udp" ? "udp" : "tcp", vip, port: Number(port) };
+}
+
 export function backendKey(b: Pick<Backend, "ip" | "port">): string {
   return `${b.ip}:${b.port}`;
 }

@@ -24,6 +24,11 @@ export function formatSave(state: IpvsService[]): string {
     .join("");
 }
 
+/** An `ipvsadm -R` script that replaces whatever IPVS holds with `state` (clear, then restore). */
+export function replaceScript(state: IpvsService[]): string {
+  return `-C\n${formatSave(state)}`;
+}
+
 export class IpvsParseError extends Error {}
 
 function hostPort(text: string | undefined, line: string): { ip: string; port: number } {

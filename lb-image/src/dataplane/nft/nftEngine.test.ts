@@ -25,6 +25,9 @@ const dns: VirtualService = {
   scheduler: "mh",
   backends: [{ ip: "10.244.1.9", port: 53, weight: 1 }],
 };
+/** Runs a shell script in the namespace, as another program than the engine would. */
+const inNs = (script: string) =>
+  execFileSync("ip", ["netns", "exec", NS, "bash", "-c", script], { timeout: 10_000 });
 const handles = () =>
   execFileSync(
     "ip",
@@ -35,18 +38,26 @@ const handles = () =>
 describe("NftEngine", () => {
   it("creates its table, adopts it after a restart without touching it, and changes only what changed", async () => {
     const first = new NftEngine(nft);
-    expect(await first.apply([web(["10.244.1.5", "10.244.2.5"]), dns])).toEqual({ changes: 6 });
+    // First start: the table is missing, so it is made whole with the services (10 statements of
+    // frame, 3 per service) in one transaction.
+    expect(await first.apply([web(["10.244.1.5", "10.244.2.5"]), dns])).toMatchObject({
+      changes: 16,
+      drift: [expect.objectContaining({ kind: "missing" })],
+    });
     const dnsRule = handles();
 
     // A restarted controller: same desired state, nothing to do, rules untouched.
     const restarted = new NftEngine(nft);
-    expect(await restarted.apply([web(["10.244.1.5", "10.244.2.5"]), dns])).toEqual({ changes: 0 });
+    expect(await restarted.apply([web(["10.244.1.5", "10.244.2.5"]), dns])).toMatchObject({
+      changes: 0,
+      drift: [],
+    });
     expect(await restarted.services()).toBe(2);
 
     // One backend leaves: only the web service's rule is swapped; the dns rule keeps its handle.
-    expect(await restarted.apply([web(["10.244.1.5"]), dns])).toEqual({ changes: 2 });
+    expect(await restarted.apply([web(["10.244.1.5"]), dns])).toMatchObject({ changes: 2, drift: [] });
     expect(handles()).toBe(dnsRule);
-    expect(await restarted.apply([dns])).toEqual({ changes: 3 });
+    expect(await restarted.apply([dns])).toMatchObject({ changes: 3, drift: [] });
     expect(await new NftEngine(nft).services()).toBe(1);
   });
 
@@ -90,8 +101,140 @@ describe("NftEngine", () => {
     ]);
     await expect(engine.apply([])).rejects.toThrow(/nft .* failed/);
     // ...and the one after that reads the kernel and converges.
-    expect(await engine.apply([dns])).toEqual({ changes: 3 });
-    expect(await engine.apply([dns])).toEqual({ changes: 0 });
+    expect(await engine.apply([dns])).toMatchObject({ changes: 3, drift: [] });
+    expect(await engine.apply([dns])).toMatchObject({ changes: 0, drift: [] });
+  });
+
+  it.each([
+    // [fault, shell commands, the verification that finds it]
+    ["a flushed table", "nft flush table ip portable_lb", "quick"],
+    ["a deleted table", "nft delete table ip portable_lb", "quick"],
+    ["a deleted masquerade rule", "nft flush chain ip portable_lb postrouting", "quick"],
+    ["a service chain's rule deleted", "nft flush chain ip portable_lb svc_udp_0a01010b_53", "quick"],
+    ["a foreign chain", "nft add chain ip portable_lb mine", "quick"],
+    [
+      "a foreign map element",
+      "nft add element ip portable_lb services '{ 10.9.9.9 . tcp . 22 : accept }'",
+      "quick",
+    ],
+    ["a changed policy", "nft add chain ip portable_lb prerouting '{ policy drop ; }'", "quick"],
+    [
+      "a foreign rule in a base chain",
+      "nft insert rule ip portable_lb prerouting tcp dport 80 accept",
+      "full",
+    ],
+    [
+      "a foreign rule in a service chain",
+      "nft insert rule ip portable_lb svc_tcp_0a01010a_80 accept",
+      "full",
+    ],
+    ["a foreign set", "nft add set ip portable_lb mine '{ type ipv4_addr ; }'", "full"],
+  ] as const)("verify() finds and repairs %s, and reads the repair back", async (_fault, command, finds) => {
+    execFileSync("ip", ["netns", "exec", NS, "nft", "flush", "ruleset"]);
+    const engine = new NftEngine(nft);
+    const desired = [web(["10.244.1.5", "10.244.2.5"]), dns];
+    await engine.apply(desired);
+    expect((await engine.verify("full")).drift).toEqual([]);
+    expect([...engine.verified()].sort()).toEqual(["tcp:10.1.1.10:80", "udp:10.1.1.11:53"]);
+    inNs(command);
+
+    const quick = await engine.verify("quick");
+    expect(quick.drift.length > 0).toBe(finds === "quick");
+    const report = finds === "quick" ? quick : await engine.verify("full");
+    expect(report).toMatchObject({ full: true, repaired: expect.any(Number) });
+    expect(report.drift.length).toBeGreaterThan(0);
+    expect(report.repaired).toBeGreaterThan(0);
+    expect([...engine.verified()].sort()).toEqual(["tcp:10.1.1.10:80", "udp:10.1.1.11:53"]);
+    // A fresh engine reads exactly the applied state back, with nothing else in the table.
+    const fresh = new NftEngine(nft);
+    expect(await fresh.apply(desired)).toMatchObject({ changes: 0, drift: [] });
+    expect(await engine.verify("quick")).toMatchObject({ drift: [], full: false });
+  });
+
+  it("after an apply, verify('changed') reads back what changed and the frame, and repairs them", async () => {
+    execFileSync("ip", ["netns", "exec", NS, "nft", "flush", "ruleset"]);
+    const engine = new NftEngine(nft);
+    await engine.apply([dns]);
+    expect(await engine.verify("full")).toMatchObject({ drift: [] });
+    await engine.apply([dns, web(["10.244.1.5"])]);
+    expect([...engine.verified()]).toEqual(["udp:10.1.1.11:53"]);
+    // The new service is gone before it is read back: the check sees it, and the repair restores it.
+    inNs(
+      "nft delete element ip portable_lb services '{ 10.1.1.10 . tcp . 80 }'; nft delete chain ip portable_lb svc_tcp_0a01010a_80",
+    );
+    const report = await engine.verify("changed");
+    expect(report).toMatchObject({ full: true, repaired: 3 });
+    expect([...engine.verified()].sort()).toEqual(["tcp:10.1.1.10:80", "udp:10.1.1.11:53"]);
+    // Nothing wrong: the check alone, no full read.
+    await engine.apply([dns, web(["10.244.1.5", "10.244.2.5"])]);
+    expect(await engine.verify("changed")).toMatchObject({ drift: [], full: false });
+    // The frame is part of every check: a flushed masquerade chain is found after any change.
+    execFileSync("ip", ["netns", "exec", NS, "nft", "flush", "chain", "ip", "portable_lb", "postrouting"]);
+    await engine.apply([dns, web(["10.244.2.5"])]);
+    expect(await engine.verify("changed")).toMatchObject({ full: true, rebuilt: true });
+  });
+
+  it("judges a read made beside applies fairly: what was written after it began is not drift", async () => {
+    execFileSync("ip", ["netns", "exec", NS, "nft", "flush", "ruleset"]);
+    const engine = new NftEngine(nft);
+    await engine.apply([web(["10.244.1.5"]), dns]);
+    const before = await engine.inspect("full");
+    await engine.apply([web(["10.244.1.5", "10.244.2.5"])]);
+    expect(await engine.repair(before)).toMatchObject({ drift: [], repaired: 0 });
+    // A read of a broken table, judged after a repair rebuilt it, repairs nothing more.
+    execFileSync("ip", ["netns", "exec", NS, "nft", "flush", "table", "ip", "portable_lb"]);
+    const broken = await engine.inspect("full");
+    expect(broken.drift.length).toBeGreaterThan(0);
+    expect((await engine.verify("full")).rebuilt).toBe(true);
+    expect(await engine.repair(broken)).toMatchObject({ drift: [], repaired: 0 });
+    expect(await new NftEngine(nft).apply([web(["10.244.1.5", "10.244.2.5"])])).toMatchObject({
+      changes: 0,
+      drift: [],
+    });
+  });
+
+  it("watches its table with nft monitor: someone else's change is reported at once, its own writes are not", async () => {
+    execFileSync("ip", ["netns", "exec", NS, "nft", "flush", "ruleset"]);
+    const engine = new NftEngine(nft);
+    await engine.apply([dns]);
+    let reports = 0;
+    engine.watch(() => reports++);
+    try {
+      const settle = () => new Promise((r) => setTimeout(r, 500));
+      await settle(); // the monitor's start counts as one: changes before it may have gone unseen
+      expect(reports).toBe(1);
+      await engine.apply([dns, web(["10.244.1.5"])]);
+      await settle();
+      expect(reports).toBe(1);
+      execFileSync("ip", ["netns", "exec", NS, "nft", "add", "chain", "ip", "portable_lb", "mine"]);
+      const deadline = Date.now() + 2_000;
+      while (reports === 1 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      expect(reports).toBe(2);
+      // A change to another table is not ours to judge.
+      execFileSync("ip", ["netns", "exec", NS, "nft", "add", "table", "ip", "other"]);
+      await settle();
+      expect(reports).toBe(2);
+    } finally {
+      engine.unwatch();
+    }
+  });
+
+  it("replaces a table it cannot make sense of at start, in one transaction", async () => {
+    execFileSync("ip", ["netns", "exec", NS, "nft", "flush", "ruleset"]);
+    await new NftEngine(nft).apply([web(["10.244.1.5"]), dns]);
+    // What the issue found after a restart: an element that goes to no service chain with a rule.
+    inNs(
+      "nft flush table ip portable_lb; nft delete element ip portable_lb services '{ 10.1.1.10 . tcp . 80 }'; " +
+        "nft add chain ip portable_lb other; nft add element ip portable_lb services '{ 10.1.1.10 . tcp . 80 : goto other }'",
+    );
+    const restarted = new NftEngine(nft);
+    const applied = await restarted.apply([web(["10.244.1.5"]), dns]);
+    expect(applied.drift.map((d) => d.kind)).toContain("foreign");
+    expect(await new NftEngine(nft).apply([web(["10.244.1.5"]), dns])).toMatchObject({
+      changes: 0,
+      drift: [],
+    });
+    expect(await restarted.verify("quick")).toMatchObject({ drift: [] });
   });
 
   it("counts each new connection to a service in the dispatch map's element counter, across backend changes", async () => {
@@ -100,11 +243,9 @@ describe("NftEngine", () => {
     await engine.apply([web(["10.244.1.5"]), dns]);
     // Connections made inside the namespace take the output hook; whether they complete does not
     // matter: the counter counts the first packet of each.
-    const sh = (script: string) =>
-      execFileSync("ip", ["netns", "exec", NS, "bash", "-c", script], { timeout: 10_000 });
-    sh("ip link set lo up; ip addr add 10.244.1.5/32 dev lo; ip route replace local 10.1.1.10/32 dev lo");
+    inNs("ip link set lo up; ip addr add 10.244.1.5/32 dev lo; ip route replace local 10.1.1.10/32 dev lo");
     const connect = (n: number) =>
-      sh(
+      inNs(
         `for i in $(seq ${n}); do timeout 0.3 bash -c 'exec 3<>/dev/tcp/10.1.1.10/80' 2>/dev/null; done; true`,
       );
     connect(5);
@@ -130,12 +271,12 @@ describe("NftEngine", () => {
     const scripts = [...batches(serviceChanges([], toNft(many(450, "10.244.1.5"))))];
     expect(scripts.map((b) => b.match(/^add chain /gm)?.length)).toEqual([200, 200, 50]);
     const engine = new NftEngine(nft);
-    expect(await engine.apply(many(450, "10.244.1.5"))).toEqual({ changes: 450 * 3 });
+    expect(await engine.apply(many(450, "10.244.1.5"))).toMatchObject({ changes: 10 + 450 * 3 });
     expect(await engine.services()).toBe(450);
     const restarted = new NftEngine(nft);
-    expect(await restarted.apply(many(450, "10.244.1.5"))).toEqual({ changes: 0 });
-    expect(await restarted.apply(many(450, "10.244.1.6"))).toEqual({ changes: 450 * 2 });
-    expect(await new NftEngine(nft).apply(many(450, "10.244.1.6"))).toEqual({ changes: 0 });
+    expect(await restarted.apply(many(450, "10.244.1.5"))).toMatchObject({ changes: 0, drift: [] });
+    expect(await restarted.apply(many(450, "10.244.1.6"))).toMatchObject({ changes: 450 * 2, drift: [] });
+    expect(await new NftEngine(nft).apply(many(450, "10.244.1.6"))).toMatchObject({ changes: 0, drift: [] });
     // Four real nft round trips of 450 services: about a second idle, several under CI's load.
   }, 30_000);
 });

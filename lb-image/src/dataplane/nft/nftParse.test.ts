@@ -1,43 +1,73 @@
-// The text parser against nft 1.0.6's own output (captured from `nft -n list table`); the kernel
-// round trip of every state is in nftKernel.test.ts.
-import { NftParseError, parseNftText } from "./nftParse.ts";
+// The strict reader against nft 1.0.6's own output (captured from `nft -a -n -s list table`): our
+// table reads as services with no drift; anything else in it is drift, never an exception. The
+// kernel round trip of every state is in nftKernel.test.ts.
+import { parseNftText } from "./nftParse.ts";
 
-const TABLE = `table ip portable_lb {
-	map services {
+const TABLE = `table ip portable_lb { # handle 2
+	map services { # handle 1
 		type ipv4_addr . inet_proto . inet_service : verdict
 		counter
 		elements = { 10.0.0.2 . 17 . 53 counter packets 0 bytes 0 : goto svc_udp_0a000002_53,
 			     10.0.0.1 . 6 . 80 counter packets 12 bytes 720 : goto svc_tcp_0a000001_80 }
 	}
 
-	chain prerouting {
-		type nat hook prerouting priority dstnat; policy accept;
-		ip daddr . meta l4proto . th dport vmap @services
+	chain prerouting { # handle 2
+		type nat hook prerouting priority -100; policy accept;
+		ip daddr . meta l4proto . th dport vmap @services # handle 3
 	}
 
-	chain svc_tcp_0a000001_80 {
-		dnat ip to jhash ip saddr . tcp sport mod 3 seed 0x706c62 map { 2 : 10.1.0.1 . 8080, 0 : 10.1.0.1 . 8080, 1 : 10.1.0.2 . 8080 }
+	chain output { # handle 4
+		type nat hook output priority -100; policy accept;
+		ip daddr . meta l4proto . th dport vmap @services # handle 5
 	}
 
-	chain svc_udp_0a000002_53 {
-		drop
+	chain postrouting { # handle 6
+		type nat hook postrouting priority 100; policy accept;
+		ct status 0x20 masquerade # handle 7
+	}
+
+	chain svc_tcp_0a000001_80 { # handle 8
+		dnat ip to jhash ip saddr . tcp sport mod 3 seed 0x706c62 map { 2 : 10.1.0.1 . 8080, 0 : 10.1.0.1 . 8080, 1 : 10.1.0.2 . 8080 } # handle 10
+	}
+
+	chain svc_udp_0a000002_53 { # handle 11
+		drop # handle 12
 	}
 }
 `;
 
-describe("nft text parser", () => {
-  it("reads services with their slots in index order, and the counters", () => {
+const read = (text: string) => parseNftText(text).result();
+/** The text without the object whose first line starts with `head` (up to its closing line). */
+const without = (text: string, head: string) => {
+  const start = text.indexOf(`\t${head}`);
+  const end = text.indexOf("\n\t}\n", start) + "\n\t}\n".length;
+  return text.slice(0, start) + text.slice(end).replace(/^\n/, "");
+};
+const kinds = (text: string) => read(text).drift.map((d) => [d.kind, d.rebuild]);
+
+describe("nft strict reader", () => {
+  it("reads services with their slots in index order, the rule handles and the counters, with no drift", () => {
     const parsed = parseNftText(TABLE);
-    expect(parsed.services()).toEqual([
-      {
-        vip: "10.0.0.1",
-        protocol: "tcp",
-        port: 80,
-        backends: ["10.1.0.1 . 8080", "10.1.0.2 . 8080"],
-        slots: Uint16Array.from([0, 1, 0]),
-      },
-      { vip: "10.0.0.2", protocol: "udp", port: 53, backends: [], slots: new Uint16Array() },
-    ]);
+    expect(parsed.result()).toEqual({
+      services: [
+        {
+          vip: "10.0.0.1",
+          protocol: "tcp",
+          port: 80,
+          backends: ["10.1.0.1 . 8080", "10.1.0.2 . 8080"],
+          slots: Uint16Array.from([0, 1, 0]),
+        },
+        { vip: "10.0.0.2", protocol: "udp", port: 53, backends: [], slots: new Uint16Array() },
+      ],
+      drift: [],
+      ruleHandles: new Map([
+        ["prerouting", 3],
+        ["output", 5],
+        ["postrouting", 7],
+        ["svc_tcp_0a000001_80", 10],
+        ["svc_udp_0a000002_53", 12],
+      ]),
+    });
     expect(parsed.counters()).toEqual([
       { vip: "10.0.0.2", protocol: "udp", port: 53, connections: 0 },
       { vip: "10.0.0.1", protocol: "tcp", port: 80, connections: 12 },
@@ -45,27 +75,118 @@ describe("nft text parser", () => {
   });
 
   it("reads an empty table and a one-line element list", () => {
-    expect(parseNftText("table ip portable_lb {\n\tmap services {\n\t}\n}\n").services()).toEqual([]);
+    const empty = without(
+      without(TABLE.replace(/\t\telements = \{[^}]*\}\n/, ""), "chain svc_tcp"),
+      "chain svc_udp",
+    );
+    expect(read(empty)).toEqual({ services: [], drift: [], ruleHandles: expect.any(Map) });
     const one = TABLE.replace(
       /elements = \{[^}]*\}/,
       "elements = { 10.0.0.2 . udp . 53 : goto svc_udp_0a000002_53 }",
     );
-    expect(parseNftText(one).services()).toEqual([
-      { vip: "10.0.0.2", protocol: "udp", port: 53, backends: [], slots: new Uint16Array() },
-    ]);
+    expect(read(without(one, "chain svc_tcp"))).toMatchObject({
+      services: [{ vip: "10.0.0.2", protocol: "udp", port: 53, backends: [], slots: new Uint16Array() }],
+      drift: [],
+    });
   });
 
+  // Each case: what is wrong, the text, and the drift kinds with whether only a rebuild repairs them.
   it.each([
-    ["a port printed as a name", TABLE.replace(". 6 . 80", '. 6 . "http"'), /unexpected services element/],
-    ["a table with a gap", TABLE.replace("0 : 10.1.0.1 . 8080, ", ""), /gaps/],
-    ["a rule that is not ours", TABLE.replace("drop", "accept"), /does not hold a portable-lb backend map/],
     [
-      "an entry without its chain",
-      TABLE.replace(/chain svc_udp[^}]*\}/, ""),
-      /does not go to a service chain/,
+      "a flushed table (no rules at all)",
+      TABLE.replace(/\n\t\t[^\n]*# handle (3|5|7|10|12)/g, ""),
+      [
+        ["base", true],
+        ["base", true],
+        ["base", true],
+        ["service", false],
+        ["service", false],
+      ],
     ],
-  ])("rejects %s", (_what, text, message) => {
-    expect(() => parseNftText(text).services()).toThrow(NftParseError);
-    expect(() => parseNftText(text).services()).toThrow(message);
+    ["no masquerade", TABLE.replace(/\n\t\tct status[^\n]*/, ""), [["base", true]]],
+    [
+      "a foreign rule in a base chain",
+      TABLE.replace("\t\tip daddr", "\t\ttcp dport 22 accept # handle 20\n\t\tip daddr"),
+      [["foreign", true]],
+    ],
+    [
+      "a changed policy",
+      TABLE.replace("priority 100; policy accept;", "priority 100; policy drop;"),
+      [["base", true]],
+    ],
+    [
+      "a foreign rule in a service chain",
+      TABLE.replace("\t\tdrop # handle 12", "\t\tdrop # handle 12\n\t\taccept # handle 21"),
+      [["service", false]],
+    ],
+    ["a service chain without its rule", TABLE.replace("\t\tdrop # handle 12\n", ""), [["service", false]]],
+    [
+      "a rule that is not ours",
+      TABLE.replace("drop # handle 12", "accept # handle 12"),
+      [["service", false]],
+    ],
+    ["a table with a gap", TABLE.replace("0 : 10.1.0.1 . 8080, ", ""), [["service", false]]],
+    ["another seed", TABLE.replace("seed 0x706c62", "seed 0x1"), [["service", false]]],
+    [
+      "a foreign chain",
+      TABLE.replace(
+        "\tchain output",
+        "\tchain mine { # handle 30\n\t\taccept # handle 31\n\t}\n\n\tchain output",
+      ),
+      [["foreign", true]],
+    ],
+    [
+      "a foreign set",
+      TABLE.replace(
+        "\tchain output",
+        "\tset s { # handle 30\n\t\ttype ipv4_addr\n\t\telements = { 1.2.3.4,\n\t\t\t     5.6.7.8 }\n\t}\n\n\tchain output",
+      ),
+      [["foreign", true]],
+    ],
+    [
+      "a foreign element",
+      TABLE.replace("elements = {", "elements = { 10.9.9.9 . 6 . 22 : accept,"),
+      [["foreign", true]],
+    ],
+    [
+      "an element going to another chain",
+      TABLE.replace(": goto svc_udp_0a000002_53", ": goto svc_tcp_0a000001_80"),
+      [
+        ["foreign", true],
+        ["foreign", true],
+      ],
+    ],
+    ["a changed map", TABLE.replace("\t\tcounter\n", "\t\tflags interval\n\t\tcounter\n"), [["base", true]]],
+    [
+      "no map",
+      without(TABLE, "map services"),
+      [
+        ["base", true],
+        ["foreign", true],
+        ["foreign", true],
+      ],
+    ],
+    [
+      "a port printed as a name",
+      TABLE.replace(". 6 . 80", '. 6 . "http"'),
+      [
+        ["foreign", true],
+        ["foreign", true],
+      ],
+    ],
+    [
+      "garbage",
+      "Error: something else\n",
+      [
+        ["unparseable", true],
+        ["unparseable", true],
+        ["base", true],
+        ["base", true],
+        ["base", true],
+        ["base", true],
+      ],
+    ],
+  ])("reports %s as drift", (_what, text, expected) => {
+    expect(kinds(text)).toEqual(expected);
   });
 });

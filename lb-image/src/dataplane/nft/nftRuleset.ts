@@ -4,29 +4,51 @@ import { serviceKey } from "../model.ts";
 import { NFT_TABLE, objectId, type NftService } from "./nftState.ts";
 
 const T = `ip ${NFT_TABLE}`;
+const lines = (statements: string[]) => statements.map((l) => `${l}\n`).join("");
 /** Fixed hash seed: every LB pod must hash a flow the same way to pick the same backend. */
 export const FLOW_HASH_SEED = "0x706c62";
 
+const DISPATCH = "ip daddr . meta l4proto . th dport vmap @services";
+
+/**
+ * The table's frame: its base chains (NAT hooks, policy accept) and the one rule each holds, as
+ * written and as `nft -n list` prints it back (the strict reader expects exactly this).
+ */
+export const BASE_CHAINS = [
+  { name: "prerouting", hook: "prerouting", priority: -100, rule: DISPATCH, listed: DISPATCH },
+  // Traffic that starts inside the LB pod (health checks, tests) takes the same path.
+  { name: "output", hook: "output", priority: -100, rule: DISPATCH, listed: DISPATCH },
+  // SNAT toward backends, so replies come back through this LB pod (paper's setup).
+  {
+    name: "postrouting",
+    hook: "postrouting",
+    priority: 100,
+    rule: "ct status dnat masquerade",
+    listed: "ct status 0x20 masquerade",
+  },
+] as const;
+
+/** The dispatch map's declaration as `nft list` prints it, line by line. */
+export const SERVICES_MAP_LISTED = ["type ipv4_addr . inet_proto . inet_service : verdict", "counter"];
+
+/** A base chain's header as `nft -n list` prints it. */
+export function baseChainListed(c: (typeof BASE_CHAINS)[number]): string {
+  return `type nat hook ${c.hook} priority ${c.priority}; policy accept;`;
+}
+
 /** The table, its hooks and the VIP dispatch map. Created once; services come and go inside it. */
 export function skeleton(): string {
-  const dispatch = "ip daddr . meta l4proto . th dport vmap @services";
-  return [
+  return lines([
     `add table ${T}`,
     // Every element counts the packets that match it; the map sits in NAT hooks, which see only
     // the first packet of a connection, so these are connections per service. Listing this one
     // map is cheap, unlike counters in rules (nft would load every backend table to list those).
     `add map ${T} services { type ipv4_addr . inet_proto . inet_service : verdict ; counter ; }`,
-    `add chain ${T} prerouting { type nat hook prerouting priority dstnat ; policy accept ; }`,
-    `add rule ${T} prerouting ${dispatch}`,
-    // Traffic that starts inside the LB pod (health checks, tests) takes the same path.
-    `add chain ${T} output { type nat hook output priority -100 ; policy accept ; }`,
-    `add rule ${T} output ${dispatch}`,
-    // SNAT toward backends, so replies come back through this LB pod (paper's setup).
-    `add chain ${T} postrouting { type nat hook postrouting priority srcnat ; policy accept ; }`,
-    `add rule ${T} postrouting ct status dnat masquerade`,
-  ]
-    .map((l) => `${l}\n`)
-    .join("");
+    ...BASE_CHAINS.flatMap((c) => [
+      `add chain ${T} ${c.name} { type nat hook ${c.hook} priority ${c.priority} ; policy accept ; }`,
+      `add rule ${T} ${c.name} ${c.rule}`,
+    ]),
+  ]);
 }
 
 // The backend table sits in an anonymous map inside the service's one rule: a named map keyed by
@@ -42,17 +64,17 @@ function rule(s: NftService): string {
   );
 }
 
-function dispatchKey(s: NftService): string {
+export function dispatchKey(s: Pick<NftService, "vip" | "protocol" | "port">): string {
   return `${s.vip} . ${s.protocol} . ${s.port}`;
 }
 
 /** One service's change: how many statements it holds, and its text, made only when sent. */
 export interface ServiceChange {
+  /** The service's key (serviceKey). */
+  key: string;
   statements: number;
   render: () => string;
 }
-
-const lines = (statements: string[]) => statements.map((l) => `${l}\n`).join("");
 
 /**
  * The changes that turn `current` into `desired`, one per changed service (never split between
@@ -68,6 +90,7 @@ export function serviceChanges(current: NftService[], desired: NftService[]): Se
     if (want.has(key)) continue;
     const id = objectId(s);
     changes.push({
+      key,
       statements: 3,
       render: () =>
         lines([
@@ -82,6 +105,7 @@ export function serviceChanges(current: NftService[], desired: NftService[]): Se
     const old = cur.get(key);
     if (!old) {
       changes.push({
+        key,
         statements: 3,
         render: () =>
           lines([
@@ -92,13 +116,14 @@ export function serviceChanges(current: NftService[], desired: NftService[]): Se
       });
     } else if (old !== s && !sameTable(old, s)) {
       // The rule is swapped inside one transaction: no packet sees a half-updated service.
-      changes.push({ statements: 2, render: () => lines([`flush chain ${T} svc_${id}`, rule(s)]) });
+      changes.push({ key, statements: 2, render: () => lines([`flush chain ${T} svc_${id}`, rule(s)]) });
     }
   }
   return changes;
 }
 
 function sameTable(a: NftService, b: NftService): boolean {
+  if (a.broken !== undefined || b.broken !== undefined) return false;
   const same = <T>(x: ArrayLike<T>, y: ArrayLike<T>) => {
     if (x.length !== y.length) return false;
     for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return false;
@@ -130,4 +155,19 @@ export function* batches(changes: ServiceChange[], perBatch = SERVICES_PER_TRANS
       .map((c) => c.render())
       .join("");
   }
+}
+
+/**
+ * The table replaced whole: deleted (the `add` first makes the delete valid when it is gone) and
+ * made again with every service, in one transaction when it fits in one batch; else the first
+ * transaction carries the first batch and the rest follow, as a first start's would.
+ */
+export function* rebuild(desired: NftService[], perBatch = SERVICES_PER_TRANSACTION): Generator<string> {
+  const head = lines([`add table ${T}`, `delete table ${T}`]) + skeleton();
+  let first = true;
+  for (const script of batches(serviceChanges([], desired), perBatch)) {
+    yield first ? head + script : script;
+    first = false;
+  }
+  if (first) yield head;
 }

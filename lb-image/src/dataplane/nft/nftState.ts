@@ -24,6 +24,11 @@ export interface NftService {
    * flows. Two bytes a slot rather than a reference (eight): 10,000 services hold 2.5 M slots.
    */
   slots: Uint16Array;
+  /**
+   * Read back from a service chain that does not hold exactly one rule of ours: why. Never equal
+   * to a rendered service, so the diff rewrites the chain.
+   */
+  broken?: string;
 }
 
 /**

@@ -283,7 +283,7 @@ export function deleteNamespacesNow(namespaces: readonly string[], where: string
 const KEEP_LOGS = process.env.PORTABLE_LB_KEEP_LAB_LOGS;
 
 function removeFilesNow(state: LabState, stateFile: string): void {
-  if (KEEP_LOGS)
+  if (KEEP_LOGS && existsSync(state.dir))
     cpSync(state.dir, join(KEEP_LOGS, `${state.name}-${state.id}`), {
       recursive: true,
       filter: (src) => !lstatSync(src).isSocket(),
