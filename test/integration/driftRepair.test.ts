@@ -10,9 +10,11 @@ import { LB_COMMANDS, LB_HTTP_PATHS, lbConfigSchema } from "@portable-lb/core/co
 import { chmodSync, existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { lbService, slice } from "../../lb-image/src/controller/testing/k8sObjects.ts";
+import { gatewayLab } from "../harness/netns/gatewayLab.ts";
 import { ApiBridge } from "../harness/netns/apiBridge.ts";
-import { getInside, httpHistogram, startHttpEcho } from "../harness/netns/httpClient.ts";
-import { NetnsLab, type LabNamespace } from "../../packages/providers/src/lab/netns/netnsLab.ts";
+import { getInside, httpHistogram } from "../harness/netns/httpClient.ts";
+import type { NetnsLab } from "../../packages/providers/src/lab/netns/netnsLab.ts";
+import { type LabNamespace } from "../../packages/providers/src/lab/netns/netnsLab.ts";
 import { startWatched, type WatchedProcess } from "../harness/netns/watchedProcess.ts";
 import { waitUntil } from "../../packages/providers/src/lab/processes.ts";
 import { testKubeconfig } from "../harness/testEnv.ts";
@@ -127,18 +129,16 @@ const nft = (script: string) => lbNs.run("bash", ["-c", script]);
 beforeAll(async () => {
   if (!existsSync(join(LB_IMAGE, "dist/main.js")))
     throw new Error("lb-image/dist/main.js is missing: run `npm run build` first (npm test does)");
-  lab = await NetnsLab.create("drift");
-  client = await lab.namespace("client");
-  lbNs = await lab.namespace("lb", { forwarding: true });
-  await lab.link(client, lbNs, { a: "10.10.0.2/24", b: "10.10.0.1/24" });
-  await client.defaultRoute("10.10.0.1");
-  const pods = await lab.bridge(lbNs, "pods", "10.244.0.1/24");
-  for (const b of BACKENDS) {
-    const ns = await lab.namespace(b.name);
-    await lab.attach(pods, ns, `${b.ip}/24`, "eth0");
-    await ns.defaultRoute("10.244.0.1");
-    await startHttpEcho(ns, { port: 8080, name: b.name });
-  }
+  ({
+    lab,
+    client,
+    gateway: lbNs,
+  } = await gatewayLab("drift", {
+    gateway: "lb",
+    clientNet: "10.10.0",
+    bridge: { name: "pods", address: "10.244.0.1/24" },
+    hosts: BACKENDS,
+  }));
   bridge = await ApiBridge.open(lbNs, testKubeconfig());
   configFile = join(lab.dir, "config.json");
   writeFileSync(configFile, JSON.stringify(config));
