@@ -231,12 +231,20 @@ describe("drift repair by the controller command", () => {
     60_000,
   );
 
-  it("counts and logs what it repaired", async () => {
+  it("counts, logs and reports on its pod what it repaired", async () => {
     const metrics = (await getInside(lbNs, config.ports.metrics, LB_HTTP_PATHS.metrics)).body;
     for (const kind of ["base", "foreign", "service", "missing", "route"])
       expect(metrics).toMatch(new RegExp(`^portable_lb_drift_repaired_total\\{kind="${kind}"\\} [1-9]`, "m"));
     expect(metrics).toMatch(/^portable_lb_last_verification_timestamp_seconds [1-9]/m);
     expect(controller!.lastLines(400)).toMatch(/"msg":"data plane drift repaired"/);
+    const events = await core.listNamespacedEvent({
+      namespace: NS,
+      fieldSelector: "involvedObject.name=lb-drift-1,reason=DataPlaneDriftRepaired",
+    });
+    expect(events.items.length).toBeGreaterThan(0);
+    expect(events.items[0]!.message).toMatch(
+      /differed from what the controller applied \(.+\) and were repaired/,
+    );
   });
 
   it("replaces a broken table after a restart instead of looping on it", async () => {

@@ -190,6 +190,7 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
     metrics,
     log: o.log,
     report: (items, type) => events.report(items, type),
+    pod,
     writeStatus: statusWriter(core),
     isLeader: () => elector.isLeader,
     health,

@@ -47,6 +47,8 @@ export interface ReconcilerDeps {
   log: Logger;
   /** Sends Events (Warnings unless told otherwise); never throws. */
   report: (items: SkippedItem[], type?: EventType) => Promise<void>;
+  /** This LB pod, which data-plane drift is reported on. */
+  pod?: Pick<SkippedItem, "object" | "kind" | "uid">;
   /** Writes allocations into Service status; only the elected allocator has one. */
   writeStatus?: (svc: V1Service, vips: string[]) => Promise<void>;
   isLeader: () => boolean;
@@ -225,6 +227,19 @@ export class Reconciler {
           failure === undefined ? "data plane drift repaired" : "data plane drift found; repair failed",
         );
     }
+    const drifted = [...new Set(reports.flatMap((r) => r.drift.map((d) => d.kind)))].sort();
+    // Told on the LB pod too (once per ten minutes per distinct cause): something else edits its rules.
+    if (drifted.length > 0 && this.d.pod)
+      void this.d.report([
+        {
+          ...this.d.pod,
+          reason: failure === undefined ? "DataPlaneDriftRepaired" : "DataPlaneRepairFailed",
+          message:
+            failure === undefined
+              ? `the kernel's rules in this pod differed from what the controller applied (${drifted.join(", ")}) and were repaired; something else changes this pod's network namespace (see the controller's log for the details)`
+              : `the kernel's rules in this pod differ from what the controller applied (${drifted.join(", ")}) and repairing them failed (${failure.message}); their VIPs are not announced, and the controller is restarted if this lasts ${DATA_PLANE_FAILURE_BOUND_MS / 1000} s`,
+        },
+      ]);
     if (main) this.schedule.done(main.full ? "full" : mode, main.durationMs, engine.fullReadMs());
     this.updateVerified();
     if (failure) {
