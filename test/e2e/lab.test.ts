@@ -131,9 +131,9 @@ describe("the lab: npm run lab's stack, end to end", () => {
     });
   });
   afterAll(async () => {
-    await stopFaultLeftovers();
     // A failed test still leaves nothing running.
     await stack?.stack.destroy(within(STEP_MS)).catch((err: unknown) => console.error(err));
+    killFaultLeftovers();
     await stack?.dispose();
   }, STEP_MS);
 
@@ -225,13 +225,12 @@ describe("the lab: npm run lab's stack, end to end", () => {
     2 * STEP_MS,
   );
 
-  const stopFaultLeftovers = describeLabFaults(() => ({ plan, vip, kubeconfig }), requireUp);
+  const killFaultLeftovers = describeLabFaults(() => ({ plan, vip, kubeconfig }), requireUp);
 
   it(
     "is destroyed completely: no namespace, agent, control plane or folder left",
     async () => {
       requireUp();
-      await stopFaultLeftovers();
       const down = await stack.stack.destroy(within(STEP_MS));
       expect(down.summary.result).toBe("succeeded");
       expect(await namespacesLeft()).toEqual([]);

@@ -19,6 +19,8 @@ export interface FaultReport {
   /** How long the router pointed at an LB node that did not deliver. */
   undeliverableMs: number;
   samples: PathSample[];
+  /** The router's next hops and the delivering nodes, each time they changed, from the fault on. */
+  timeline: string;
 }
 
 export interface FaultOptions {
@@ -97,7 +99,21 @@ export async function runFault(plan: LabPlan, vip: string, o: FaultOptions): Pro
     repairMs: settled === undefined ? undefined : settled - from,
     undeliverableMs: undeliverableMs(after),
     samples: after,
+    timeline: timeline(after, from),
   };
+}
+
+/** "+0.0 s route 3 deliver 3, +41.2 s route 2 deliver 3, …": each change of the samples. */
+function timeline(samples: PathSample[], from: number): string {
+  const short = (ips: string[]) => ips.map((ip) => ip.split(".").at(-1)).join(",") || "-";
+  const steps: string[] = [];
+  let last = "";
+  for (const s of samples) {
+    const now = `route ${short(s.hops)} deliver ${short(s.delivering)}`;
+    if (now !== last) steps.push(`+${((s.t - from) / 1000).toFixed(1)} s ${now}`);
+    last = now;
+  }
+  return steps.join(", ");
 }
 
 /** The reports as a table for the test's output (and the issue's closing note). */
