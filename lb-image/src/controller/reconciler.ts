@@ -98,7 +98,11 @@ export class Reconciler {
 
   constructor(deps: ReconcilerDeps) {
     this.d = deps;
-    this.schedule = new VerifySchedule({ trigger: () => void this.inspectDue(), ...deps.verifyIntervals });
+    this.schedule = new VerifySchedule({
+      trigger: () => void this.inspectDue(),
+      fullReads: () => deps.engine.fullReadAffordable(),
+      ...deps.verifyIntervals,
+    });
     this.runner = new CoalescingRunner(
       () => this.run(),
       {

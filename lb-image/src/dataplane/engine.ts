@@ -40,6 +40,8 @@ export interface DataPlaneEngine {
   verified(): ReadonlySet<string>;
   /** How long the last full read of the kernel took (ms); undefined before the first. */
   fullReadMs(): number | undefined;
+  /** Whether a scheduled full read fits in the container now (the reader's memory grows with the state). */
+  fullReadAffordable(): boolean;
   /**
    * Calls `onForeignChange` when the kernel tells of a change to the engine's state by someone
    * else (nftables' monitor, while the table is small enough; IPVS tells nothing). Until unwatch().
@@ -232,6 +234,10 @@ export abstract class DiffEngine<T extends ServiceId> implements DataPlaneEngine
 
   fullReadMs(): number | undefined {
     return this.lastFullReadMs;
+  }
+
+  fullReadAffordable(): boolean {
+    return true;
   }
 
   async services(): Promise<number> {

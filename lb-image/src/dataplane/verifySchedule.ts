@@ -14,12 +14,15 @@ export interface VerifyScheduleOptions {
   trigger: () => void;
   minIntervalMs?: number;
   costFactor?: number;
+  /** Whether a scheduled full read may run now (the engine's fullReadAffordable); a suspected change still gets one. */
+  fullReads?: () => boolean;
 }
 
 export class VerifySchedule {
   private readonly trigger: () => void;
   private readonly minIntervalMs: number;
   private readonly costFactor: number;
+  private readonly fullReads: () => boolean;
   private nextQuick = 0;
   private nextFull = 0;
   /** A change was reported that only a full read started after it can judge. */
@@ -30,6 +33,7 @@ export class VerifySchedule {
     this.trigger = o.trigger;
     this.minIntervalMs = o.minIntervalMs ?? 500;
     this.costFactor = o.costFactor ?? 10;
+    this.fullReads = o.fullReads ?? (() => true);
   }
 
   start(): void {
@@ -44,7 +48,7 @@ export class VerifySchedule {
 
   /** The verification due now, if any (a full read when both are); the caller starts it. */
   take(now = performance.now()): "quick" | "full" | undefined {
-    if (this.suspected || now >= this.nextFull) {
+    if (this.suspected || (now >= this.nextFull && this.fullReads())) {
       this.suspected = false;
       return "full";
     }
@@ -75,7 +79,8 @@ export class VerifySchedule {
 
   private arm(): void {
     if (this.timer) clearTimeout(this.timer);
-    const wait = Math.max(0, Math.min(this.nextQuick, this.nextFull) - performance.now());
+    const nextFull = this.fullReads() ? this.nextFull : Infinity;
+    const wait = Math.max(0, Math.min(this.nextQuick, nextFull) - performance.now());
     this.timer = setTimeout(() => {
       this.timer = undefined;
       this.trigger();

@@ -19,6 +19,7 @@ export function idleEngine(onApply: (desired: VirtualService[]) => void = () => 
     verify: () => Promise.resolve(nothingFound),
     verified: () => new Set(),
     fullReadMs: () => undefined,
+    fullReadAffordable: () => true,
     watch: () => undefined,
     unwatch: () => undefined,
     services: () => Promise.resolve(0),
