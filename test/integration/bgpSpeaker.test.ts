@@ -242,6 +242,9 @@ describe("LB speaker driven by the controller, against two real route reflectors
   });
 
   it("reports per reflector BGP established and BFD Up, since when, in one poll", async () => {
+    // BFD comes Up on its own clock (1 s slow transmit while down, RFC 5880 6.8.3), which the
+    // earlier cases need not have waited for on a loaded machine.
+    await settle(async () => (await monitor().poll()).reflectors.every((r) => r.bfd?.state === "Up"), 10_000);
     const state = await monitor().poll();
     expect(state.vipsEnabled).toBe(true);
     for (const [i, r] of state.reflectors.entries()) {
