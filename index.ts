@@ -9,7 +9,7 @@
 //   demoApp       { replicas }: the demo web service behind a VIP (the lab stack deploys it)
 import * as pulumi from "@pulumi/pulumi";
 import { PortableCluster, type PortableClusterArgs, type RoutingChoice } from "@portable-lb/core";
-import { DemoWebApp, LAB_ROLE_LABEL, environmentFromConfig } from "@portable-lb/providers";
+import { DemoWebApp, LAB_ROLE_LABEL, environmentFromConfig } from "@portable-lb/lab";
 
 const config = new pulumi.Config();
 const loadBalancer = config.requireObject<PortableClusterArgs["loadBalancer"]>("loadBalancer");

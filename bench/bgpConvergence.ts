@@ -38,7 +38,7 @@ import type { LbConfigInput } from "@portable-lb/core/config";
 import { EcmpLab, nodeIp, nodeName, podIp, POD_CIDR } from "../test/harness/netns/ecmpLab.ts";
 import { startHttpEcho } from "../test/harness/netns/httpClient.ts";
 import { LbPod } from "../test/harness/netns/lbPod.ts";
-import { waitUntil } from "../packages/providers/src/lab/processes.ts";
+import { waitUntil } from "@portable-lb/lab";
 import { createLbService } from "../test/harness/lbServices.ts";
 import { benchControlPlane, progress } from "./lib/benchSetup.ts";
 import { writeChart } from "./lib/charts.ts";

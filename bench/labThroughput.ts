@@ -14,10 +14,7 @@
 import { existsSync, globSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { instancesRoot } from "../packages/providers/src/lab/controlPlane/controlPlane.ts";
-import { labNamespace } from "../packages/providers/src/lab/ops/fabric.ts";
-import { stopRecorded, type ProcessRecord } from "../packages/providers/src/lab/netns/netnsLab.ts";
-import { waitUntil } from "../packages/providers/src/lab/processes.ts";
+import { instancesRoot, labNamespace, type ProcessRecord, stopRecorded, waitUntil } from "@portable-lb/lab";
 import { progress } from "./lib/benchSetup.ts";
 import { labRig, type LabRig } from "./lib/labRig.ts";
 import { runLoad } from "./lib/loadClient.ts";

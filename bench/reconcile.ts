@@ -22,9 +22,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { CoreV1Api, DiscoveryV1Api, KubeConfig } from "@kubernetes/client-node";
 import { DEFAULT_LOAD_BALANCER_CLASS, type LbConfigInput } from "@portable-lb/core/config";
 import { objectId } from "../lb-image/src/dataplane/nft/nftState.ts";
-import { NetnsLab, type LabNamespace } from "../packages/providers/src/lab/netns/netnsLab.ts";
-import { freePort } from "../packages/providers/src/lab/ports.ts";
-import { waitUntil } from "../packages/providers/src/lab/processes.ts";
+import { freePort, type LabNamespace, NetnsLab, waitUntil } from "@portable-lb/lab";
 import { benchControlPlane, progress } from "./lib/benchSetup.ts";
 import { ControllerUnderTest } from "./lib/controllerUnderTest.ts";
 import {

@@ -37,4 +37,4 @@ start=$SECONDS
 pulumi up -s lab --yes --skip-preview
 echo "lab: up in $((SECONDS - start)) s"
 pulumi stack output -s lab --json --show-secrets |
-  node --disable-warning=MODULE_TYPELESS_PACKAGE_JSON packages/providers/src/lab/reportMain.ts
+  node --disable-warning=MODULE_TYPELESS_PACKAGE_JSON packages/lab/src/reportMain.ts

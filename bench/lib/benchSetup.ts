@@ -4,14 +4,14 @@ import { mkdirSync } from "node:fs";
 import { mkdtemp } from "node:fs/promises";
 import { join } from "node:path";
 import {
+  type ControlPlaneState,
   instancesRoot,
   killControlPlaneNow,
   reapStale,
+  reapStaleLabs,
   startControlPlane,
   stopControlPlane,
-  type ControlPlaneState,
-} from "../../packages/providers/src/lab/controlPlane/controlPlane.ts";
-import { reapStaleLabs } from "../../packages/providers/src/lab/netns/netnsLab.ts";
+} from "@portable-lb/lab";
 import type { Teardown } from "./teardown.ts";
 
 export function progress(text: string): void {

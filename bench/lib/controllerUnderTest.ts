@@ -5,7 +5,7 @@ import { createWriteStream, readFileSync } from "node:fs";
 import { request } from "node:http";
 import { createInterface } from "node:readline";
 import { CONTROLLER_MEMORY } from "@portable-lb/core/config";
-import { killNow, stopProcess } from "../../packages/providers/src/lab/processes.ts";
+import { killNow, stopProcess } from "@portable-lb/lab";
 
 const MARKER = "controllerProcess.mjs";
 

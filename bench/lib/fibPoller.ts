@@ -3,7 +3,7 @@
 // lets callers wait for the first poll whose next-hop set satisfies a condition.
 import { spawn, type ChildProcess } from "node:child_process";
 import { createInterface } from "node:readline";
-import { parseNextHops } from "../../packages/providers/src/lab/netns/frrRouter.ts";
+import { parseNextHops } from "@portable-lb/lab";
 
 interface Waiter {
   match: (hops: string[]) => boolean;

@@ -2,7 +2,7 @@
 // on stdin (`npm run --silent lab -- outputs | node bench/lab….ts`), with an API client.
 import { readFileSync } from "node:fs";
 import { AppsV1Api, CoreV1Api, KubeConfig } from "@kubernetes/client-node";
-import type { LabPlan } from "../../packages/providers/src/lab/labPlan.ts";
+import type { LabPlan } from "@portable-lb/lab";
 
 export interface LabRig {
   plan: LabPlan;

@@ -1,7 +1,7 @@
 // Runs the keep-alive load client (keepAliveClient.ts) inside a namespace, usually the lab's client,
 // and hands back what it measured.
 import { join } from "node:path";
-import { execCommand } from "../../packages/providers/src/lab/netns/netnsLab.ts";
+import { execCommand } from "@portable-lb/lab";
 import { repoRoot } from "../../test/harness/repoRoot.ts";
 
 export interface LoadOptions {

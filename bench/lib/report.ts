@@ -1,7 +1,7 @@
 // The reconcile benchmark's figures as a plain-text report, with the targets beside them.
 import { CONTROLLER_MEMORY } from "@portable-lb/core/config";
 import { cpus, loadavg, release, totalmem } from "node:os";
-import { execCommand } from "../../packages/providers/src/lab/netns/netnsLab.ts";
+import { execCommand } from "@portable-lb/lab";
 import type { Memory } from "./controllerUnderTest.ts";
 import type { Summary } from "./stats.ts";
 

@@ -7,11 +7,15 @@
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { load } from "js-yaml";
-import { curlSpread, routerNextHops } from "../../packages/providers/src/lab/labReport.ts";
-import type { LabPlan } from "../../packages/providers/src/lab/labPlan.ts";
-import { controlPlaneDir, labDir } from "../../packages/providers/src/lab/ops/fabric.ts";
-import { execCommand } from "../../packages/providers/src/lab/netns/netnsLab.ts";
-import { waitUntil } from "../../packages/providers/src/lab/processes.ts";
+import {
+  controlPlaneDir,
+  curlSpread,
+  execCommand,
+  labDir,
+  type LabPlan,
+  routerNextHops,
+  waitUntil,
+} from "@portable-lb/lab";
 import { TestStack } from "../harness/testStack.ts";
 import { describeLabFaults } from "./labFaults.ts";
 import { parseBirdBfdSessions, parseFrrBfdPeers, upPeers } from "../harness/bfdSessions.ts";

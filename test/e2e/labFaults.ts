@@ -8,15 +8,11 @@ import { REQUESTED_VIPS_ANNOTATION } from "@portable-lb/core/config";
 import { spawn } from "node:child_process";
 import { closeSync, existsSync, openSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { labDir } from "../../packages/providers/src/lab/ops/fabric.ts";
-import type { LabPlan } from "../../packages/providers/src/lab/labPlan.ts";
-import { waitUntil } from "../../packages/providers/src/lab/processes.ts";
+import { execCommand, labDir, type LabPlan, routerNextHops, waitUntil } from "@portable-lb/lab";
 import { describeEvents } from "../harness/describeEvents.ts";
 import { agentPid, containerPid, podOn } from "../harness/lab/labPods.ts";
 import { formatReports, runFault, type FaultReport } from "../harness/lab/faultRun.ts";
 import { PathWatch } from "../harness/lab/pathWatch.ts";
-import { execCommand } from "../../packages/providers/src/lab/netns/netnsLab.ts";
-import { routerNextHops } from "../../packages/providers/src/lab/labReport.ts";
 
 export interface LabContext {
   plan: LabPlan;

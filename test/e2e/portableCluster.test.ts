@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { AppsV1Api, CoreV1Api, KubeConfig, RbacAuthorizationV1Api } from "@kubernetes/client-node";
 import { lbConfigSchema } from "@portable-lb/core/config";
-import { waitUntil } from "../../packages/providers/src/lab/processes.ts";
+import { waitUntil } from "@portable-lb/lab";
 import { testKubeconfig } from "../harness/testEnv.ts";
 import { TestStack } from "../harness/testStack.ts";
 

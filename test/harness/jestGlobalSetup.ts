@@ -6,9 +6,9 @@ import {
   instancesRoot,
   killControlPlaneNow,
   reapStale,
+  reapStaleLabs,
   startControlPlane,
-} from "../../packages/providers/src/lab/controlPlane/controlPlane.ts";
-import { reapStaleLabs } from "../../packages/providers/src/lab/netns/netnsLab.ts";
+} from "@portable-lb/lab";
 import { TEST_ENV, type SharedControlPlane } from "./testEnv.ts";
 
 export default async function globalSetup(): Promise<void> {

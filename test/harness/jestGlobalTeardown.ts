@@ -1,4 +1,4 @@
-import { stopControlPlane } from "../../packages/providers/src/lab/controlPlane/controlPlane.ts";
+import { stopControlPlane } from "@portable-lb/lab";
 import type { SharedControlPlane } from "./testEnv.ts";
 
 export default async function globalTeardown(): Promise<void> {

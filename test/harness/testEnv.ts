@@ -1,6 +1,6 @@
 // How integration tests find the run's shared control plane.
 import { KubeConfig } from "@kubernetes/client-node";
-import type { ControlPlaneState } from "../../packages/providers/src/lab/controlPlane/controlPlane.ts";
+import type { ControlPlaneState } from "@portable-lb/lab";
 
 export const TEST_ENV = {
   kubeconfig: "PORTABLE_LB_TEST_KUBECONFIG",

@@ -17,10 +17,9 @@ import { SpeakerControl } from "../../lb-image/src/bgp/speakerControl.ts";
 import { Registry } from "prom-client";
 import { lbPodSpec } from "../../packages/core/src/loadBalancer/podSpec.ts";
 import { RR_PATHS, routeReflectorPodSpec } from "../../packages/core/src/routeReflector/podSpec.ts";
-import { NetnsLab, type LabNamespace } from "../../packages/providers/src/lab/netns/netnsLab.ts";
+import { type LabNamespace, NetnsLab, waitUntil } from "@portable-lb/lab";
 import { DeployedPod, IMAGE_PATH, removeContainerMountpoints } from "../harness/netns/deployedPod.ts";
 import type { WatchedProcess } from "../harness/netns/watchedProcess.ts";
-import { waitUntil } from "../../packages/providers/src/lab/processes.ts";
 import { settle } from "../harness/settle.ts";
 
 const POD_IP = "10.244.1.10";

@@ -8,13 +8,15 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import {
+  commandLine,
   instancesRoot,
+  issueClientCert,
+  makePki,
   reapStale,
   startControlPlane,
   stopControlPlane,
-} from "../../packages/providers/src/lab/controlPlane/controlPlane.ts";
-import { issueClientCert, makePki } from "../../packages/providers/src/lab/controlPlane/certificates.ts";
-import { commandLine, waitUntil } from "../../packages/providers/src/lab/processes.ts";
+  waitUntil,
+} from "@portable-lb/lab";
 import { testKubeconfig } from "../harness/testEnv.ts";
 
 const run = promisify(execFile);
@@ -160,7 +162,7 @@ describe("control-plane command line", () => {
   const cli = (...args: string[]) =>
     run(process.execPath, [
       "--disable-warning=MODULE_TYPELESS_PACKAGE_JSON",
-      join(__dirname, "../../packages/providers/src/lab/controlPlane/cli.ts"),
+      join(__dirname, "../../packages/lab/src/controlPlane/cli.ts"),
       ...args,
     ]);
 

@@ -13,8 +13,7 @@ import { lbService, slice } from "../../lb-image/src/controller/testing/k8sObjec
 import { RR_PATHS, routeReflectorPodSpec } from "../../packages/core/src/routeReflector/podSpec.ts";
 import { DeployedPod, IMAGE_PATH, removeContainerMountpoints } from "../harness/netns/deployedPod.ts";
 import { LbPod } from "../harness/netns/lbPod.ts";
-import { NetnsLab, type LabNamespace } from "../../packages/providers/src/lab/netns/netnsLab.ts";
-import { waitUntil } from "../../packages/providers/src/lab/processes.ts";
+import { type LabNamespace, NetnsLab, waitUntil } from "@portable-lb/lab";
 import { settle } from "../harness/settle.ts";
 import { testKubeConfig, testKubeconfig } from "../harness/testEnv.ts";
 

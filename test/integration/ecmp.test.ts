@@ -17,7 +17,7 @@ import { LbPod } from "../harness/netns/lbPod.ts";
 import { processPrivileges } from "../harness/netns/deployedPod.ts";
 import { exportedPerSession, parseProtocols } from "../../lb-image/src/bgp/birdOutput.ts";
 import { createLbService } from "../harness/lbServices.ts";
-import { waitUntil } from "../../packages/providers/src/lab/processes.ts";
+import { waitUntil } from "@portable-lb/lab";
 import { settle } from "../harness/settle.ts";
 import { testKubeconfig } from "../harness/testEnv.ts";
 

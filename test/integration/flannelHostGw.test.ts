@@ -25,13 +25,7 @@ import { join } from "node:path";
 import { isDeepStrictEqual } from "node:util";
 import { FlannelNode, hostAddress } from "../harness/netns/flannelNode.ts";
 import { httpHistogram, startHttpEcho } from "../harness/netns/httpClient.ts";
-import {
-  NetnsLab,
-  addressOf,
-  execCommand,
-  type LabNamespace,
-} from "../../packages/providers/src/lab/netns/netnsLab.ts";
-import { waitUntil } from "../../packages/providers/src/lab/processes.ts";
+import { addressOf, execCommand, type LabNamespace, NetnsLab, waitUntil } from "@portable-lb/lab";
 import { settle } from "../harness/settle.ts";
 import { testKubeConfig } from "../harness/testEnv.ts";
 import { installMocks, settled } from "../unit/pulumiMocks.ts";

@@ -17,16 +17,18 @@ import {
 } from "@kubernetes/client-node";
 import { existsSync, readFileSync, readdirSync, rmSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { REGISTRY_DIR, pathOfRegistryName } from "../../packages/providers/src/lab/agent/mountpoints.ts";
-import { hostVethName, podNetnsName } from "../../packages/providers/src/lab/agent/podNetwork.ts";
-import { alive, loadRecords, podDirName, podsRoot } from "../../packages/providers/src/lab/agent/podState.ts";
-import { ApiBridge } from "../harness/netns/apiBridge.ts";
 import {
-  NetnsLab,
-  type LabNamespace,
-  type LabProcess,
-} from "../../packages/providers/src/lab/netns/netnsLab.ts";
-import { commandLine, waitUntil } from "../../packages/providers/src/lab/processes.ts";
+  alive,
+  hostVethName,
+  loadRecords,
+  pathOfRegistryName,
+  podDirName,
+  podNetnsName,
+  podsRoot,
+  REGISTRY_DIR,
+} from "@portable-lb/lab/agent";
+import { ApiBridge } from "../harness/netns/apiBridge.ts";
+import { commandLine, type LabNamespace, type LabProcess, NetnsLab, waitUntil } from "@portable-lb/lab";
 import { repoRoot } from "../harness/repoRoot.ts";
 import { settle } from "../harness/settle.ts";
 import { testKubeConfig, testKubeconfig } from "../harness/testEnv.ts";
@@ -35,7 +37,7 @@ const RUN = `la${process.pid}`;
 const NS = `labagent-${process.pid}`;
 const NS_LAST = `labagent-last-${process.pid}`;
 const LABEL = "portable-lb.io/lab-agent-test";
-const AGENT_MAIN = join(repoRoot(), "packages/providers/src/lab/agent/main.ts");
+const AGENT_MAIN = join(repoRoot(), "packages/lab/src/agent/main.ts");
 const HTTP_ECHO = join(repoRoot(), "test/harness/netns/httpEcho.ts");
 const nodeName = (n: number) => `${RUN}-node${n}`;
 const nodeIp = (n: number) => `192.168.77.${10 + n}`;

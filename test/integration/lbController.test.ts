@@ -8,7 +8,7 @@ import { pino } from "pino";
 import { startController, type RunningController } from "../../lb-image/src/controller/controller.ts";
 import { gatewayLab, spreadOver } from "../harness/netns/gatewayLab.ts";
 import { httpHistogram } from "../harness/netns/httpClient.ts";
-import type { LabNamespace, NetnsLab } from "../../packages/providers/src/lab/netns/netnsLab.ts";
+import type { LabNamespace, NetnsLab } from "@portable-lb/lab";
 import { settle } from "../harness/settle.ts";
 import { TcpProxy } from "../harness/tcpProxy.ts";
 import { testKubeConfig } from "../harness/testEnv.ts";

@@ -11,10 +11,8 @@ import { lbService, slice } from "../../lb-image/src/controller/testing/k8sObjec
 import { gatewayLab } from "../harness/netns/gatewayLab.ts";
 import { ApiBridge } from "../harness/netns/apiBridge.ts";
 import { getInside as getInsideNs, httpHistogram } from "../harness/netns/httpClient.ts";
-import type { NetnsLab } from "../../packages/providers/src/lab/netns/netnsLab.ts";
-import { type LabNamespace } from "../../packages/providers/src/lab/netns/netnsLab.ts";
+import { type LabNamespace, type NetnsLab, waitUntil } from "@portable-lb/lab";
 import { startWatched, type WatchedProcess } from "../harness/netns/watchedProcess.ts";
-import { waitUntil } from "../../packages/providers/src/lab/processes.ts";
 import { testKubeconfig } from "../harness/testEnv.ts";
 
 const NS = `lbentry-${process.pid}`;

@@ -8,12 +8,13 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { httpHistogram, startHttpEcho } from "../harness/netns/httpClient.ts";
 import {
+  commandLine,
   execCommand,
   type LabNamespace,
   NetnsLab,
   reapStaleLabs,
-} from "../../packages/providers/src/lab/netns/netnsLab.ts";
-import { commandLine, waitUntil } from "../../packages/providers/src/lab/processes.ts";
+  waitUntil,
+} from "@portable-lb/lab";
 
 const run = promisify(execFile);
 
@@ -200,7 +201,7 @@ describe("lab cleanup", () => {
 
   it("removes the lab of an owner that exits without destroy()", async () => {
     const script = [
-      `import { NetnsLab } from ${JSON.stringify(join(__dirname, "../../packages/providers/src/lab/netns/netnsLab.ts"))};`,
+      `import { NetnsLab } from ${JSON.stringify(join(__dirname, "../../packages/lab/src/netns/netnsLab.ts"))};`,
       `const lab = await NetnsLab.create("exit-test");`,
       `const ns = await lab.namespace("a");`,
       `const p = await ns.spawn("sleeper", "sleep", ["300"]);`,

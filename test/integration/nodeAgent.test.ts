@@ -10,7 +10,7 @@ import { NODE_ROUTE_PROTO } from "../../lb-image/src/nodeAgent/nodeRoutes.ts";
 import { BFD_MULTIHOP_PORT, BFD_STEERING_TABLE } from "../../lb-image/src/nodeAgent/bfdSteering.ts";
 import { startNodeAgent, type RunningNodeAgent } from "../../lb-image/src/nodeAgent/nodeAgent.ts";
 import { gatewayLab, spreadOver } from "../harness/netns/gatewayLab.ts";
-import type { LabNamespace, NetnsLab } from "../../packages/providers/src/lab/netns/netnsLab.ts";
+import type { LabNamespace, NetnsLab } from "@portable-lb/lab";
 import { settle } from "../harness/settle.ts";
 import { TcpProxy } from "../harness/tcpProxy.ts";
 import { testKubeConfig } from "../harness/testEnv.ts";

@@ -10,9 +10,8 @@ import { dirname, join } from "node:path";
 import { Registry } from "prom-client";
 import { startHttpServer } from "../../lb-image/src/controller/httpServer.ts";
 import { lbPodSpec } from "../../packages/core/src/loadBalancer/podSpec.ts";
-import { execCommand, NetnsLab, type LabNamespace } from "../../packages/providers/src/lab/netns/netnsLab.ts";
+import { execCommand, type LabNamespace, NetnsLab, waitUntil } from "@portable-lb/lab";
 import { DeployedPod, IMAGE_PATH, removeContainerMountpoints } from "../harness/netns/deployedPod.ts";
-import { waitUntil } from "../../packages/providers/src/lab/processes.ts";
 
 const bin = (command: string) => join(__dirname, "../../lb-image/bin", command);
 // The launchers start with `#!/usr/bin/env node`: this Node first on PATH, as in the image.

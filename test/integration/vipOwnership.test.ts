@@ -9,7 +9,7 @@ import { lbConfigSchema } from "@portable-lb/core/config";
 import { pino } from "pino";
 import { startController, type RunningController } from "../../lb-image/src/controller/controller.ts";
 import { slice } from "../../lb-image/src/controller/testing/k8sObjects.ts";
-import type { LabNamespace, NetnsLab } from "../../packages/providers/src/lab/netns/netnsLab.ts";
+import type { LabNamespace, NetnsLab } from "@portable-lb/lab";
 import { describeEvents } from "../harness/describeEvents.ts";
 import { gatewayLab, spreadOver } from "../harness/netns/gatewayLab.ts";
 import { settle } from "../harness/settle.ts";

@@ -1,5 +1,5 @@
-// What a cluster environment (a provider in @portable-lb/providers) hands the components: where the
-// cluster runs, how to reach it, and what routing it offers. Defined here so core needs no provider.
+// What a cluster environment (one in @portable-lb/providers, or the lab) hands the components: where
+// the cluster runs, how to reach it, and what routing it offers. Defined here so core needs no provider.
 import type * as pulumi from "@pulumi/pulumi";
 import type { Platform } from "./platform.ts";
 

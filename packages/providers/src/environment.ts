@@ -1,20 +1,12 @@
-// Which cluster a stack runs against, read from the stack's `portable-lb:environment` config:
-// `kubeconfig` adopts an existing cluster, `lab` builds one on this machine (lab/lab.ts); the other
-// provisioning kinds (onprem, aws, gcp) join the union as they are built.
+// The environments users deploy to: `kubeconfig` adopts an existing cluster; the other provisioning
+// kinds (onprem, aws, gcp) join as they are built. The lab (@portable-lb/lab) adds its own kind
+// beside these for the stack's config.
 import { readFileSync } from "node:fs";
-import {
-  ConfigError,
-  PLATFORMS,
-  ipv4Address,
-  parseOrThrow,
-  type ClusterEnvironment,
-} from "@portable-lb/core";
+import { ConfigError, PLATFORMS, ipv4Address, type ClusterEnvironment } from "@portable-lb/core";
 import * as pulumi from "@pulumi/pulumi";
 import { z } from "zod";
-import { Lab } from "./lab/lab.ts";
-import { labEnvironmentSchema } from "./lab/labPlan.ts";
 
-const kubeconfigEnvironmentSchema = z.object({
+export const kubeconfigEnvironmentSchema = z.object({
   kind: z.literal("kubeconfig"),
   kubeconfig: z.string({ error: "the path to a kubeconfig file is required, e.g. ~/.kube/config" }).min(1),
   /** Where that cluster runs; decides flannel's backend and whether cloud routes exist. */
@@ -27,23 +19,15 @@ const kubeconfigEnvironmentSchema = z.object({
   lbNodeCount: z.number().int().min(0).optional(),
 });
 
-export const environmentSchema = z.discriminatedUnion(
-  "kind",
-  [kubeconfigEnvironmentSchema, labEnvironmentSchema],
-  {
-    error: 'unknown environment kind; set environment.kind to "kubeconfig" or "lab"',
-  },
-);
-
-export type EnvironmentConfig = z.output<typeof environmentSchema>;
+export type KubeconfigEnvironmentConfig = z.output<typeof kubeconfigEnvironmentSchema>;
 
 /**
- * A resolved environment. Its kubeconfig is the file's contents, kept secret in state, or for the
- * lab the path of the lab's own file; `lab` is set for a lab.
+ * A resolved environment. Its kubeconfig is the file's contents, kept secret in state (the lab's is
+ * the path of its own file).
  */
-export type Environment = ClusterEnvironment & { kubeconfig: pulumi.Output<string>; lab?: Lab };
+export type Environment = ClusterEnvironment & { kubeconfig: pulumi.Output<string> };
 
-export function resolveEnvironment(config: z.output<typeof kubeconfigEnvironmentSchema>): Environment {
+export function resolveEnvironment(config: KubeconfigEnvironmentConfig): Environment {
   const path = config.kubeconfig.replace(/^~(?=\/)/, process.env.HOME ?? "~");
   let contents: string;
   try {
@@ -60,18 +44,4 @@ export function resolveEnvironment(config: z.output<typeof kubeconfigEnvironment
     ...(config.bgp && { bgp: config.bgp }),
     ...(config.lbNodeCount !== undefined && { lbNodeCount: config.lbNodeCount }),
   };
-}
-
-/** Reads and checks `portable-lb:environment` (an object) from the stack config. */
-export function environmentFromConfig(config: pulumi.Config): Environment {
-  const raw = config.getObject<unknown>("environment");
-  if (raw === undefined) {
-    throw new ConfigError(
-      `${config.name}:environment: not set; run 'pulumi config set --path environment.kind kubeconfig' and 'pulumi config set --path environment.kubeconfig <path>'`,
-    );
-  }
-  const env = parseOrThrow(environmentSchema, raw, "environment");
-  if (env.kind === "kubeconfig") return resolveEnvironment(env);
-  const lab = new Lab(env.name, { environment: env, network: config.requireObject("network") });
-  return { ...lab.environment, kubeconfig: lab.kubeconfig, lab };
 }

@@ -1,17 +1,6 @@
 export {
-  environmentFromConfig,
-  environmentSchema,
+  kubeconfigEnvironmentSchema,
   resolveEnvironment,
   type Environment,
-  type EnvironmentConfig,
+  type KubeconfigEnvironmentConfig,
 } from "./environment.ts";
-export { Lab, type LabArgs } from "./lab/lab.ts";
-export {
-  LAB_ROLE_LABEL,
-  labEnvironmentSchema,
-  labPlan,
-  type LabEnvironmentConfig,
-  type LabNodePlan,
-  type LabPlan,
-} from "./lab/labPlan.ts";
-export { DemoWebApp, type DemoWebAppArgs } from "./lab/demoWebApp.ts";

@@ -3,8 +3,7 @@
 // most the request in flight) and the router's next hops against what each LB node delivers
 // (PathWatch), from a healthy start, through the fault, until the lab is healthy again.
 import { runLoad, type LoadResult } from "../../../bench/lib/loadClient.ts";
-import type { LabPlan } from "../../../packages/providers/src/lab/labPlan.ts";
-import { waitUntil } from "../../../packages/providers/src/lab/processes.ts";
+import { type LabPlan, waitUntil } from "@portable-lb/lab";
 import { PathWatch, settledAt, undeliverableMs, type PathSample } from "./pathWatch.ts";
 
 export interface FaultReport {

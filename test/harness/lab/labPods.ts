@@ -3,9 +3,8 @@
 // agent's state folder (network namespace, and each container's PID 1).
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import type { LabPlan } from "../../../packages/providers/src/lab/labPlan.ts";
-import { loadRecords, type PodRecord } from "../../../packages/providers/src/lab/agent/podState.ts";
-import { labDir } from "../../../packages/providers/src/lab/ops/fabric.ts";
+import { labDir, type LabPlan } from "@portable-lb/lab";
+import { loadRecords, type PodRecord } from "@portable-lb/lab/agent";
 
 export interface LabPod {
   node: string;

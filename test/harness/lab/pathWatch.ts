@@ -3,9 +3,7 @@
 // request that the router must forward through one given LB node (policy routing by a source
 // address of the client's per node, test-owned rules and tables in the router's namespace), so a
 // node counts as delivering exactly when a request through it is answered.
-import { execCommand } from "../../../packages/providers/src/lab/netns/netnsLab.ts";
-import { routerNextHops } from "../../../packages/providers/src/lab/labReport.ts";
-import type { LabPlan } from "../../../packages/providers/src/lab/labPlan.ts";
+import { execCommand, type LabPlan, routerNextHops } from "@portable-lb/lab";
 import { cidrRange, numberToIpv4 } from "@portable-lb/core/config";
 
 export interface PathSample {

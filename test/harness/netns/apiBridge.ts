@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { TcpProxy } from "../tcpProxy.ts";
 import { repoRoot } from "../repoRoot.ts";
-import type { LabNamespace, LabProcess } from "../../../packages/providers/src/lab/netns/netnsLab.ts";
+import type { LabNamespace, LabProcess } from "@portable-lb/lab";
 
 export class ApiBridge {
   /** The API server's URL inside the namespace. */
@@ -43,7 +43,7 @@ export class ApiBridge {
     const host = new TcpProxy({ host: target.hostname, port: Number(target.port || 443) }, socketPath);
     try {
       await host.up();
-      const script = join(repoRoot(), "packages/providers/src/lab/forwarder.ts");
+      const script = join(repoRoot(), "packages/lab/src/forwarder.ts");
       const listen = `tcp:127.0.0.1:${port}`;
       const inside = await ns.spawn(
         `api-bridge-${port}`,

@@ -12,36 +12,27 @@ import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus, totalmem } from "node:os";
 import { dirname, join } from "node:path";
 import {
+  containerFiles,
+  containerSpec,
+  execInContainerArgs,
+  findTools,
+  type HandlerResult,
   isExecutable,
   launchScript,
-  resolveCommand,
   type MountSpec,
-} from "../../../packages/providers/src/lab/agent/containerLaunch.ts";
-import { execInContainerArgs } from "../../../packages/providers/src/lab/agent/containerProcess.ts";
-import {
-  containerSpec,
   podHostname,
   podHostsFile,
-} from "../../../packages/providers/src/lab/agent/containerSpec.ts";
-import { findTools } from "../../../packages/providers/src/lab/agent/labAgent.ts";
-import {
-  REGISTRY_DIR,
-  removeUnusedMountpoints,
-} from "../../../packages/providers/src/lab/agent/mountpoints.ts";
-import type { PodRuntimeFields } from "../../../packages/providers/src/lab/agent/podEnv.ts";
-import { containerFiles } from "../../../packages/providers/src/lab/agent/podState.ts";
-import { prepareVolumes, type PreparedVolume } from "../../../packages/providers/src/lab/agent/podVolumes.ts";
-import { runHandler, type HandlerResult } from "../../../packages/providers/src/lab/agent/probes.ts";
-import {
+  type PodRuntimeFields,
+  type PreparedVolume,
+  prepareVolumes,
   processSecurity,
   type ProcessSecurity,
-} from "../../../packages/providers/src/lab/agent/securityContext.ts";
-import {
-  execCommand,
-  NetnsError,
-  type ExecResult,
-  type LabNamespace,
-} from "../../../packages/providers/src/lab/netns/netnsLab.ts";
+  REGISTRY_DIR,
+  removeUnusedMountpoints,
+  resolveCommand,
+  runHandler,
+} from "@portable-lb/lab/agent";
+import { execCommand, type ExecResult, type LabNamespace, NetnsError } from "@portable-lb/lab";
 import { repoRoot } from "../repoRoot.ts";
 import { startWatched, type WatchedProcess } from "./watchedProcess.ts";
 

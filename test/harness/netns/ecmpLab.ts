@@ -18,12 +18,7 @@ import {
 } from "@portable-lb/core/bgp";
 import { join } from "node:path";
 import { RR_PATHS, routeReflectorPodSpec } from "../../../packages/core/src/routeReflector/podSpec.ts";
-import { FrrRouter } from "../../../packages/providers/src/lab/netns/frrRouter.ts";
-import {
-  NetnsLab,
-  type Bridge,
-  type LabNamespace,
-} from "../../../packages/providers/src/lab/netns/netnsLab.ts";
+import { type Bridge, FrrRouter, type LabNamespace, NetnsLab } from "@portable-lb/lab";
 import { parseFrrBfdPeers, upPeers } from "../bfdSessions.ts";
 import { DeployedPod, IMAGE_PATH, removeContainerMountpoints } from "./deployedPod.ts";
 import type { LbPod } from "./lbPod.ts";

@@ -5,13 +5,8 @@
 import { cidrRange, numberToIpv4 } from "@portable-lb/core/config";
 import { existsSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { requireCommand, waitUntil } from "../../../packages/providers/src/lab/processes.ts";
+import { type LabNamespace, type LabProcess, NetnsError, requireCommand, waitUntil } from "@portable-lb/lab";
 import { ApiBridge } from "./apiBridge.ts";
-import {
-  NetnsError,
-  type LabNamespace,
-  type LabProcess,
-} from "../../../packages/providers/src/lab/netns/netnsLab.ts";
 
 const FLANNELD_FIX = "run scripts/bootstrap.sh (it builds flanneld) and run through scripts/with-tools";
 

@@ -2,12 +2,7 @@
 // pod, or a node), and hosts on a bridge behind the gateway, each answering HTTP with its own name.
 //   client (.2) ── (.1) gateway ══ bridge ══ host, host, …
 import { httpHistogram, startHttpEcho } from "./httpClient.ts";
-import {
-  NetnsLab,
-  addressOf,
-  type LabNamespace,
-  type LabProcess,
-} from "../../../packages/providers/src/lab/netns/netnsLab.ts";
+import { addressOf, type LabNamespace, type LabProcess, NetnsLab } from "@portable-lb/lab";
 
 export interface GatewayLabOptions {
   gateway: string;

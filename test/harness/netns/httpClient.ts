@@ -3,7 +3,7 @@
 // its own connection (new source port), so ECMP and L4-hashing load balancers see distinct flows.
 import { join } from "node:path";
 import { repoRoot } from "../repoRoot.ts";
-import type { LabNamespace, LabProcess } from "../../../packages/providers/src/lab/netns/netnsLab.ts";
+import type { LabNamespace, LabProcess } from "@portable-lb/lab";
 
 export interface HttpEchoOptions {
   port?: number;

@@ -8,11 +8,10 @@ import { LB_PATHS, lbConfigSchema, type LbConfig, type LbConfigInput } from "@po
 import { lbPodSpec, lbTerminationGraceS } from "../../../packages/core/src/loadBalancer/podSpec.ts";
 import { copyFileSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { waitUntil } from "../../../packages/providers/src/lab/processes.ts";
+import { type LabNamespace, NetnsError, waitUntil } from "@portable-lb/lab";
 import { ApiBridge } from "./apiBridge.ts";
 import { DeployedPod, IMAGE_PATH } from "./deployedPod.ts";
 import { getInside } from "./httpClient.ts";
-import { NetnsError, type LabNamespace } from "../../../packages/providers/src/lab/netns/netnsLab.ts";
 import type { WatchedProcess } from "./watchedProcess.ts";
 import { parseBirdBfdSessions, upPeers } from "../bfdSessions.ts";
 import { exportedPerSession, parseProtocols } from "../../../lb-image/src/bgp/birdOutput.ts";

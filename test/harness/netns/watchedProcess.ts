@@ -6,8 +6,7 @@
 import { spawn } from "node:child_process";
 import { closeSync, openSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { lastLines, waitUntil } from "../../../packages/providers/src/lab/processes.ts";
-import type { LabNamespace } from "../../../packages/providers/src/lab/netns/netnsLab.ts";
+import { type LabNamespace, lastLines, waitUntil } from "@portable-lb/lab";
 
 export interface ExitStatus {
   code: number | null;

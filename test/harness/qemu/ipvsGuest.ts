@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { cpioNewc, type CpioEntry } from "./cpioNewc.ts";
 import { extractGuestOutput } from "./guestOutput.ts";
-import { requireCommand } from "../../../packages/providers/src/lab/processes.ts";
+import { requireCommand } from "@portable-lb/lab";
 import { repoRoot } from "../repoRoot.ts";
 
 export { GUEST_PATHS, GUEST_TEST_DIR } from "./guestPaths.ts";

@@ -1,5 +1,5 @@
 // The lab node agent's process: run inside a node's network namespace, e.g.
-//   ip netns exec lab-node1 node packages/providers/src/lab/agent/main.ts \
+//   ip netns exec lab-node1 node packages/lab/src/agent/main.ts \
 //     --node-name node1 --node-ip 192.168.100.11 --kubeconfig lab.kubeconfig \
 //     --state-dir /var/lib/lab/node1 --node-root /var/lib/lab/node1/root
 // JSON logs (pino) on stdout. SIGTERM/SIGINT stop every pod and remove what the agent made, then

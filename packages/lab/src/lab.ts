@@ -36,6 +36,7 @@ export class Lab extends pulumi.ComponentResource {
   private readonly network: LabResource<NetworkState>;
 
   constructor(name: string, args: LabArgs, opts?: pulumi.ComponentResourceOptions) {
+    // The type keeps the package it was born in: a new one would change the URNs of existing lab stacks.
     super("portable-lb:providers:Lab", name, {}, opts);
     const plan = labPlan(args.environment, parseOrThrow(networkPlanSchema, args.network, "network"));
     this.plan = plan;

@@ -29,6 +29,7 @@ export class DemoWebApp extends pulumi.ComponentResource {
   public readonly vip: pulumi.Output<string>;
 
   constructor(name: string, args: DemoWebAppArgs, opts?: pulumi.ComponentResourceOptions) {
+    // Keeps its first type name, as Lab does (existing stacks' URNs).
     super("portable-lb:providers:DemoWebApp", name, {}, opts);
     const child = { parent: this };
     const labels = { app: name };

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as pulumi from "@pulumi/pulumi";
 import { installMocks, valueOf } from "../../../test/unit/pulumiMocks.ts";
-import { environmentFromConfig } from "./environment.ts";
+import { environmentFromConfig } from "./stackEnvironment.ts";
 
 installMocks();
 const dir = mkdtempSync(join(tmpdir(), "plb-env-"));

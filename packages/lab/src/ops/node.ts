@@ -44,7 +44,7 @@ function nodeOf(plan: LabPlan, name: string): LabNodePlan {
 
 /** lb-image's launchers (`portable-lb-controller` …): the LB pods' commands, found by the agent on PATH. */
 function lbImageBin(): string {
-  return join(__dirname, "../../../../../lb-image/bin");
+  return join(__dirname, "../../../../lb-image/bin");
 }
 
 export async function create(spec: NodeSpec): Promise<NodeState> {

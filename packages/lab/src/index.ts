@@ -1,0 +1,47 @@
+// @portable-lb/lab: the whole system on this machine. The `lab` environment and the demo app as
+// Pulumi resources, and the pieces they are made of, which the tests and benchmarks drive directly:
+// the control plane, node namespaces, the router and the lab's client. The stand-in node agent's
+// internals have their own entry, @portable-lb/lab/agent.
+export { Lab, type LabArgs } from "./lab.ts";
+export {
+  LAB_ROLE_LABEL,
+  labEnvironmentSchema,
+  labPlan,
+  type LabEnvironmentConfig,
+  type LabNodePlan,
+  type LabPlan,
+} from "./labPlan.ts";
+export { DemoWebApp, type DemoWebAppArgs } from "./demoWebApp.ts";
+export {
+  environmentFromConfig,
+  environmentSchema,
+  type EnvironmentConfig,
+  type StackEnvironment,
+} from "./stackEnvironment.ts";
+export { curlSpread, routerNextHops } from "./labReport.ts";
+export { controlPlaneDir, labDir, labNamespace } from "./ops/fabric.ts";
+export {
+  instancesRoot,
+  killControlPlaneNow,
+  reapStale,
+  startControlPlane,
+  stopControlPlane,
+  type ControlPlaneState,
+} from "./controlPlane/controlPlane.ts";
+export { issueClientCert, makePki } from "./controlPlane/certificates.ts";
+export {
+  NetnsError,
+  NetnsLab,
+  addressOf,
+  execCommand,
+  reapStaleLabs,
+  stopRecorded,
+  type Bridge,
+  type ExecResult,
+  type LabNamespace,
+  type LabProcess,
+  type ProcessRecord,
+} from "./netns/netnsLab.ts";
+export { FrrRouter, parseNextHops } from "./netns/frrRouter.ts";
+export { commandLine, killNow, lastLines, requireCommand, stopProcess, waitUntil } from "./processes.ts";
+export { freePort } from "./ports.ts";
