@@ -1,5 +1,7 @@
 # The OCI images we build (scripts/image/ociImage.sh), for the tests and the lab: the pause image
-# (the kubelets' pod sandbox). Sourced by bootstrap.sh.
+# (the kubelets' pod sandbox) and the LB image (lb-image/image/build.sh, which caches its own build
+# keyed by its inputs). Sourced by bootstrap.sh, after the npm dependencies (the LB image's
+# application is compiled from them).
 
 PAUSE_IMAGE_SOURCES=(scripts/image/pause scripts/image/ociImage.sh)
 # The pause image's cache key: a hash of its sources.
@@ -18,4 +20,5 @@ build_pause_image() {
 
 install_images() {
   install_tool pause-image "$(pause_image_version)" build_pause_image
+  "$REPO_ROOT/lb-image/image/build.sh" || die "the LB image did not build (above; log: $PLB_LOGS/lb-image.log)"
 }
