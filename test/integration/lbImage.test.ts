@@ -3,7 +3,8 @@
 // capabilities, no_new_privs, read-only root, the volumes), in a network namespace of the test's:
 // the controller against the test run's API server, the speaker running BIRD on the config the
 // controller rendered, the speaker's probe and preStop, the node agent; then the image pushed to a
-// registry on the namespace's loopback. lb-image/src/image.test.ts checks the build definition.
+// registry on the namespace's loopback and imported into a containerd of the test's.
+// lb-image/src/image.test.ts checks the build definition.
 import { CoreV1Api, type V1Container, type V1PodSpec } from "@kubernetes/client-node";
 import { LB_COMMANDS, LB_PATHS, lbConfigSchema } from "@portable-lb/core/config";
 import { NFT_TABLE } from "../../lb-image/src/dataplane/nft/nftState.ts";
@@ -23,7 +24,7 @@ import { homedir, tmpdir } from "node:os";
 import { join } from "node:path";
 import { lbPodSpec } from "../../packages/core/src/loadBalancer/podSpec.ts";
 import { nodeAgentPodSpec } from "../../packages/core/src/loadBalancer/nodeAgent.ts";
-import { NetnsLab, type LabNamespace } from "../../packages/providers/src/lab/netns/netnsLab.ts";
+import { execCommand, NetnsLab, type LabNamespace } from "../../packages/providers/src/lab/netns/netnsLab.ts";
 import { waitUntil } from "../../packages/providers/src/lab/processes.ts";
 import { ApiBridge } from "../harness/netns/apiBridge.ts";
 import { unpackOciArchive, type UnpackedImage } from "../harness/oci/ociArchive.ts";
@@ -363,5 +364,61 @@ describe("npm run image -- --push", () => {
     expect({ code: push.code, stderr: push.code === 0 ? "" : push.stderr }).toEqual({ code: 0, stderr: "" });
     const inspect = await ns.run("skopeo", ["inspect", "--tls-verify=false", `docker://${ref}`]);
     expect((JSON.parse(inspect) as { Digest: string }).Digest).toBe(built.digest);
+  }, 180_000);
+});
+
+describe("npm run image -- --load", () => {
+  it("imports the image into a containerd under its name, digest unchanged", async () => {
+    // A containerd of the test's own (root, state and socket in a temporary folder), with only what
+    // an import needs: no CRI, no /opt plugin.
+    const dir = join(imageDir!, "containerd");
+    mkdirSync(dir, { recursive: true });
+    const socket = join(dir, "containerd.sock");
+    const disabled = ["grpc.v1.cri", "internal.v1.opt", "snapshotter.v1.aufs", "snapshotter.v1.btrfs"];
+    disabled.push(
+      "snapshotter.v1.devmapper",
+      "snapshotter.v1.zfs",
+      "tracing.processor.v1.otlp",
+      "internal.v1.tracing",
+    );
+    writeFileSync(
+      join(dir, "config.toml"),
+      [
+        "version = 2",
+        `root = "${dir}/root"`,
+        `state = "${dir}/state"`,
+        `disabled_plugins = [${disabled.map((p) => `"io.containerd.${p}"`).join(", ")}]`,
+        "[grpc]",
+        `  address = "${socket}"`,
+        "[ttrpc]",
+        `  address = "${socket}.ttrpc"`,
+        "",
+      ].join("\n"),
+    );
+    const containerd = await ns.spawn("containerd", "containerd", ["--config", join(dir, "config.toml")]);
+    try {
+      expect(await waitUntil(() => existsSync(socket), 30_000, 100)).toBe(true);
+      const load = await execCommand(
+        "bash",
+        [join(repoRoot(), "lb-image/image/build.sh"), "--load", `${socket},plb-test`],
+        { timeoutMs: 120_000 },
+      );
+      expect({ code: load.code, stderr: load.code === 0 ? "" : load.stderr }).toEqual({
+        code: 0,
+        stderr: "",
+      });
+      const images = await execCommand("ctr", [
+        "--address",
+        socket,
+        "--namespace",
+        "plb-test",
+        "images",
+        "ls",
+      ]);
+      const row = images.stdout.split("\n").find((l) => l.startsWith(`${built.ref} `));
+      expect(row?.split(/\s+/)[2]).toBe(built.digest);
+    } finally {
+      await containerd.stop();
+    }
   }, 180_000);
 });
