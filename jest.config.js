@@ -29,6 +29,7 @@ module.exports = {
       testMatch: [
         "<rootDir>/packages/*/src/**/*.test.ts",
         "<rootDir>/lb-image/src/**/*.test.ts",
+        "<rootDir>/lb-image/image/**/*.test.ts",
         "<rootDir>/test/harness/**/*.test.ts",
       ],
     },

@@ -11,9 +11,12 @@ here=$(dirname "${BASH_SOURCE[0]}")
 . "$here/bootstrap/kubernetes.sh"
 . "$here/bootstrap/flannel.sh"
 . "$here/bootstrap/bird.sh"
+. "$here/bootstrap/debBinary.sh"
 . "$here/bootstrap/nginx.sh"
+. "$here/bootstrap/dockerRegistry.sh"
 . "$here/bootstrap/ipvsGuest.sh"
 . "$here/bootstrap/npm.sh"
+. "$here/bootstrap/images.sh"
 
 mkdir -p "$PLB_TOOLS" "$PLB_LOGS" "$PULUMI_HOME"
 command -v go >/dev/null || die "Go is not installed; install Go >= 1.26 (the tools are built from the Go module proxy) and rerun."
@@ -34,7 +37,9 @@ install_kubernetes
 install_flannel
 install_bird
 install_nginx
+install_docker_registry
 install_ipvs_guest
 install_pulumi_plugins
 install_npm_dependencies
+install_images
 say "all tools ready in $((SECONDS - start)) s (cache: $PLB_CACHE)"

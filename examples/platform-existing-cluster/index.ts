@@ -1,5 +1,6 @@
 // A platform stack: portable-lb on a cluster you already have. Stack config:
 //   pulumi config set kubeconfig ~/.kube/config
+//   pulumi config set lbImage registry.example.com/portable-lb/lb:0.1.0   # npm run image -- --push it
 //   pulumi config set --secret bgpPassword '...'
 import * as pulumi from "@pulumi/pulumi";
 import { PortableCluster } from "@portable-lb/core";
@@ -26,6 +27,7 @@ const cluster = new PortableCluster("platform", {
   },
   loadBalancer: {
     replicas: 3,
+    image: config.require("lbImage"),
     bgp: { asn: 64512, password: config.requireSecret("bgpPassword"), bfd: { minRxMs: 100, minTxMs: 100 } },
     routeReflectors: [
       { node: "rr1", address: "10.0.0.5" },

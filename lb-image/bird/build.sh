@@ -10,8 +10,8 @@
 #   socket-priority-fallback.patch  BFD asks for socket priority 7, which needs CAP_NET_ADMIN (or
 #                                 CAP_NET_RAW from Linux 5.17); without, every BFD socket failed
 #                                 and no BFD session came up. It now takes 6 and says so once.
-# Used by the Dockerfile's bird stage and by scripts/bootstrap/bird.sh (the tests' BIRD), so both
-# run the same bytes.
+# Built once by scripts/bootstrap/bird.sh into the tool cache; the tests run that build and the LB
+# image carries it (lb-image/image/build.sh), so both run the same bytes.
 #
 #   lb-image/bird/build.sh PREFIX DESTDIR
 #

@@ -1,25 +1,29 @@
-// The Dockerfile cannot be built here (no container engine), so it is checked against the code: every
-// command the manifests run is a launcher the image links or a tool of a package it installs, every
-// launcher loads an entry that exists, and the modules the entries load are all in the pruned image.
+// The LB image's build definition (lb-image/image) checked against the code: every command the
+// manifests run is a launcher the image links or a tool the image carries, every launcher loads an
+// entry that exists, and the modules the entries load are all in the pruned image. The image as
+// built is checked by test/integration/lbImage.test.ts.
 import { accessSync, constants, existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 import { LB_COMMANDS, lbConfigSchema } from "@portable-lb/core/config";
 import { lbPodSpec } from "../../packages/core/src/loadBalancer/podSpec.ts";
 import { nodeAgentPodSpec } from "../../packages/core/src/loadBalancer/nodeAgent.ts";
 
+/** Our BIRD build (lb-image/bird/build.sh), which the image carries instead of a Debian package. */
+const BIRD_BUILD = "lb-image/bird/build.sh";
 /** The command-line tools the LB image's processes and probes run, and the Debian packages shipping them. */
 const TOOL_PACKAGES: Record<string, string> = {
   ipvsadm: "ipvsadm",
   nft: "nftables",
   ip: "iproute2",
-  bird: "bird2",
-  birdc: "bird2",
-  birdcl: "bird2",
+  bird: BIRD_BUILD,
+  birdc: BIRD_BUILD,
+  birdcl: BIRD_BUILD,
 };
 const LB_IMAGE = join(__dirname, "..");
 const REPO = join(LB_IMAGE, "..");
 const CORE = join(REPO, "packages/core");
-const dockerfile = readFileSync(join(LB_IMAGE, "Dockerfile"), "utf8");
+const IMAGE_BUILD = join(LB_IMAGE, "image");
+const imageBuild = readFileSync(join(IMAGE_BUILD, "build.sh"), "utf8");
 
 interface PackageJson {
   bin?: Record<string, string>;
@@ -39,13 +43,11 @@ function launcherEntry(command: string): string | undefined {
   return loaded ? join(LB_IMAGE, "src", `${loaded[1]}.ts`) : undefined;
 }
 
-/** The packages `apt-get install` names in the runtime stage (the one FROM without a stage name). */
+/** The Debian packages the image installs beside the essential set (lb-image/image/debian-packages). */
 function installedPackages(): string[] {
-  const runtime = dockerfile.slice(
-    Math.max(0, dockerfile.search(/^FROM debian:\$\{DEBIAN_RELEASE\}-slim$/m)),
-  );
-  const line = /apt-get install -y --no-install-recommends ([^\\\n]+)/.exec(runtime)?.[1] ?? "";
-  return line.trim().split(/\s+/);
+  return readFileSync(join(IMAGE_BUILD, "debian-packages"), "utf8")
+    .split("\n")
+    .filter((line) => line && !line.startsWith("#"));
 }
 
 // ---- The modules an entry point loads at run time ----------------------------------------------
@@ -105,30 +107,25 @@ describe("lb-image launchers (bin/)", () => {
   });
 });
 
-describe("lb-image/Dockerfile", () => {
-  it.each(commands)("links %s into /usr/local/bin", (command) => {
-    expect(dockerfile).toContain(`ln -s /opt/portable-lb/lb-image/bin/${command} /usr/local/bin/${command}`);
+describe("lb-image/image (the build definition)", () => {
+  it("links every command of package.json `bin` into /usr/local/bin", () => {
+    expect(imageBuild).toContain(`Object.keys(require(process.argv[1]).bin)`);
+    expect(imageBuild).toContain(`ln -s "/opt/portable-lb/lb-image/bin/$cmd" "$rootfs/usr/local/bin/$cmd"`);
   });
 
-  it("builds on the Node version the tests run (scripts/versions.env) and runs on Debian slim", () => {
-    const versions = readFileSync(join(REPO, "scripts/versions.env"), "utf8");
-    const node = /^NODE_VERSION=(\S+)$/m.exec(versions)?.[1];
-    expect(dockerfile).toMatch(new RegExp(`^ARG NODE_VERSION=${node}$`, "m"));
-    expect(dockerfile).toMatch(/^FROM node:\$\{NODE_VERSION\}-\$\{DEBIAN_RELEASE\}-slim AS build$/m);
-    expect(dockerfile).toMatch(/^FROM debian:\$\{DEBIAN_RELEASE\}-slim$/m);
-    expect(dockerfile).toContain("COPY --from=build /usr/local/bin/node /usr/local/bin/node");
-  });
-
-  it("replaces Debian's BIRD with the build the tests run (lb-image/bird/build.sh)", () => {
+  it("carries the Node and the BIRD the tests run (the tool cache's builds of scripts/versions.env)", () => {
+    expect(imageBuild).toContain(
+      `install -m 755 "$(tool_dir node "$NODE_VERSION")/bin/node" "$rootfs/usr/local/bin/node"`,
+    );
+    expect(imageBuild).toContain(
+      `"$(tool_dir bird "$BIRD_TOOL_VERSION")"/usr/sbin/{bird,birdc,birdcl} "$rootfs/usr/sbin/"`,
+    );
     const bootstrap = readFileSync(join(REPO, "scripts/bootstrap/bird.sh"), "utf8");
     expect(bootstrap).toContain('"$REPO_ROOT/lb-image/bird/build.sh" /usr "$1"');
-    expect(dockerfile).toMatch(/^FROM debian:\$\{DEBIAN_RELEASE\}-slim AS bird$/m);
-    expect(dockerfile).toContain("RUN /src/lb-image/bird/build.sh /usr /out");
-    expect(dockerfile).toContain(
-      "COPY --from=bird /out/usr/sbin/bird /out/usr/sbin/birdc /out/usr/sbin/birdcl /usr/sbin/",
+    // Installed after the Debian packages, whose files would otherwise win.
+    expect(imageBuild.indexOf("/usr/sbin/{bird,birdc,birdcl}")).toBeGreaterThan(
+      imageBuild.indexOf("debian_rootfs "),
     );
-    // The copy lands after the apt layer that installs bird2, or Debian's binaries would win.
-    expect(dockerfile.indexOf("COPY --from=bird")).toBeGreaterThan(dockerfile.indexOf("iproute2 bird2"));
   });
 
   it("applies every BIRD patch in lb-image/bird, and only those", () => {
@@ -142,7 +139,7 @@ describe("lb-image/Dockerfile", () => {
     for (const p of patches) expect(build).toContain(`#   ${p}.patch`);
   });
 
-  it("installs the Debian package of every tool the code runs", () => {
+  it("installs the Debian package of every tool the code runs, and no Debian BIRD", () => {
     const sources = readdirSync(join(LB_IMAGE, "src"), { recursive: true, encoding: "utf8" })
       .filter((f) => f.endsWith(".ts") && !f.endsWith(".test.ts") && !f.split("/").includes("testing"))
       .map((f) => readFileSync(join(LB_IMAGE, "src", f), "utf8"))
@@ -150,7 +147,9 @@ describe("lb-image/Dockerfile", () => {
     // Each tool appears as a string literal where it is run (withPrefix(prefix, "nft"), run(["bird", …])).
     const unused = Object.keys(TOOL_PACKAGES).filter((tool) => !new RegExp(`["']${tool}["']`).test(sources));
     expect(unused).toEqual([]);
-    expect(installedPackages()).toEqual(expect.arrayContaining([...new Set(Object.values(TOOL_PACKAGES))]));
+    const debian = Object.values(TOOL_PACKAGES).filter((p) => p !== BIRD_BUILD);
+    expect(installedPackages()).toEqual(expect.arrayContaining([...new Set(debian)]));
+    expect(installedPackages().filter((p) => p.startsWith("bird"))).toEqual([]);
   });
 
   it("has every command the manifests run (containers, probes, preStop hooks)", () => {
@@ -211,9 +210,5 @@ describe("lb-image/Dockerfile", () => {
         .map((f) => `${name} in ${f}`),
     );
     expect(undeclared).toEqual([]);
-    // The Dockerfile removes core's Pulumi dependencies by name before pruning: all of them.
-    const corePulumi = Object.keys(corePackage.dependencies ?? {}).filter((d) => d.startsWith("@pulumi/"));
-    const deleted = /npm pkg delete ('dependencies\.[^\\]+) --workspace packages\/core/.exec(dockerfile)?.[1];
-    expect(deleted?.split(/\s+/).sort()).toEqual(corePulumi.map((d) => `'dependencies.${d}'`).sort());
   });
 });

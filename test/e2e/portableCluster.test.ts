@@ -71,6 +71,8 @@ describe("PortableCluster through the root program on the local control plane", 
         },
         "portable-lb:loadBalancer": {
           replicas: 2,
+          // Never pulled: no kubelets here.
+          image: "registry.example.com/portable-lb/lb:e2e",
           bgp: { asn: 64512 },
           routeReflectors: [
             { node: "rr1", address: "10.0.0.5" },

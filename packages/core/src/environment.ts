@@ -13,4 +13,6 @@ export interface ClusterEnvironment {
   bgp?: { routers: string[] };
   /** How many nodes carry the LB node label, when the environment knows (it created them). */
   lbNodeCount?: number;
+  /** An LB image the environment itself provides (the lab's local build), when loadBalancer.image is not set. */
+  lbImage?: string;
 }

@@ -42,7 +42,12 @@ describe("rendered ConfigMap configs", () => {
   ])("%s matches its golden file and parses with the controller's schema", async (file, config) => {
     const data = await configMapData(
       () =>
-        new LoadBalancer("lb", { config, replicas: 1, bgpPassword: file.includes("bgp") ? "x" : undefined }),
+        new LoadBalancer("lb", {
+          image: "registry.example/portable-lb/lb:1",
+          config,
+          replicas: 1,
+          bgpPassword: file.includes("bgp") ? "x" : undefined,
+        }),
       "portable-lb-controller-config",
     );
     expectGolden(file, data["config.json"]!, GOLDEN);

@@ -10,6 +10,7 @@ import {
   type NetworkPlanInput,
 } from "@portable-lb/core";
 import * as pulumi from "@pulumi/pulumi";
+import { builtLbImage } from "./builtLbImage.ts";
 import { labPlan, type LabEnvironmentConfig, type LabPlan } from "./labPlan.ts";
 import { LabResource } from "./labResource.ts";
 import type { ControlPlaneState } from "./ops/controlPlane.ts";
@@ -77,6 +78,7 @@ export class Lab extends pulumi.ComponentResource {
       kubeconfig: this.kubeconfig,
       bgp: { routers: [plan.router.ip] },
       lbNodeCount: args.environment.lbNodes,
+      lbImage: builtLbImage(),
     };
     this.registerOutputs({ kubeconfig: this.kubeconfig });
   }

@@ -41,7 +41,7 @@ let found: ReturnType<typeof findTools> | undefined;
 const tools = () => (found ??= findTools(process.env.PATH ?? ""));
 
 /**
- * The PATH the LB image's containers get here: its commands (lb-image/bin, which the Dockerfile
+ * The PATH the LB image's containers get here: its commands (lb-image/bin, which the image build
  * links into /usr/local/bin), this Node (their `#!/usr/bin/env node`), then this machine's tools
  * (scripts/with-tools puts the image's BIRD build first).
  */

@@ -29,6 +29,7 @@ const bgpArgs = (platform: Platform): PortableClusterArgs => ({
   network,
   loadBalancer: {
     replicas: 3,
+    image: "registry.example/portable-lb/lb:1",
     bgp: { asn: 64512 },
     routeReflectors: [
       { node: "rr1", address: "10.0.0.5" },
@@ -80,13 +81,36 @@ describe("PortableCluster", () => {
     },
   );
 
+  it("runs the environment's LB image when loadBalancer.image is unset (the lab's build), and needs one", async () => {
+    const args = bgpArgs("onprem");
+    const noImage = { ...args.loadBalancer, image: undefined };
+    new PortableCluster("plb", {
+      ...args,
+      environment: { ...args.environment, lbImage: "localhost/portable-lb/lb:lab" },
+      loadBalancer: noImage,
+    });
+    await settled();
+    const workloads = [
+      ...ofType("kubernetes:apps/v1:Deployment"),
+      ...ofType("kubernetes:apps/v1:DaemonSet"),
+    ].filter((w) => (w.inputs.metadata.name as string).startsWith("portable-lb"));
+    const images = workloads.flatMap((w) =>
+      (w.inputs.spec.template.spec.containers as { image: string }[]).map((c) => c.image),
+    );
+    expect(workloads.length).toBeGreaterThanOrEqual(4);
+    expect(new Set(images)).toEqual(new Set(["localhost/portable-lb/lb:lab"]));
+    expect(() => new PortableCluster("plb-none", { ...args, loadBalancer: noImage })).toThrow(
+      "loadBalancer.image: is required, as no public LB image exists; build and push the LB image with 'npm run image -- --push <your-registry>/portable-lb/lb:<tag>'",
+    );
+  });
+
   it.each<Platform>(["aws", "gcp"])(
     "on %s without peering: cloud routes, controller only, no reflectors",
     async (platform) => {
       const cluster = new PortableCluster("plb", {
         environment: env(platform),
         network,
-        loadBalancer: { replicas: 2 },
+        loadBalancer: { replicas: 2, image: "registry.example/portable-lb/lb:1" },
       });
       await settled();
       expect(cluster.routingMode).toBe("cloud-routes");

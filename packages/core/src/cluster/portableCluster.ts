@@ -28,6 +28,7 @@ export interface PortableClusterArgs {
   routing?: RoutingChoice;
   loadBalancer: {
     replicas: number;
+    /** The LB image; required unless the environment provides one (the lab). */
     image?: string;
     nodeSelector?: Record<string, string>;
     loadBalancerClass?: string;
@@ -84,6 +85,7 @@ export class PortableCluster extends pulumi.ComponentResource {
     this.routingMode = resolveRoutingMode(routing, env);
     this.vipPools = network.vipPools;
     const lbArgs = args.loadBalancer;
+    const image = lbArgs.image ?? env.lbImage;
     const bgp = this.routingMode === "bgp";
     const bgpArgs = bgp ? parseOrThrow(bgpArgsSchema, lbArgs.bgp ?? {}, "loadBalancer.bgp") : undefined;
     const reflectors = bgp
@@ -140,7 +142,7 @@ export class PortableCluster extends pulumi.ComponentResource {
         config: lbConfig,
         replicas: lbArgs.replicas,
         ...(env.lbNodeCount !== undefined && { lbNodeCount: env.lbNodeCount }),
-        ...(lbArgs.image && { image: lbArgs.image }),
+        ...(image !== undefined && { image }),
         ...(lbArgs.nodeSelector && { nodeSelector: lbArgs.nodeSelector }),
         ...(bgp && lbArgs.bgp?.password !== undefined && { bgpPassword: lbArgs.bgp.password }),
         ...(args.skipAwait && { skipAwait: true }),
@@ -168,7 +170,7 @@ export class PortableCluster extends pulumi.ComponentResource {
           timers: lbBgp.timers,
           gracefulRestartS: lbBgp.gracefulRestartS,
           ...(lbArgs.bgp?.password !== undefined && { password: lbArgs.bgp.password }),
-          ...(lbArgs.image && { image: lbArgs.image }),
+          ...(image !== undefined && { image }),
           ...(args.skipAwait && { skipAwait: true }),
         },
         { ...child, dependsOn: [this.flannel, this.loadBalancer] },

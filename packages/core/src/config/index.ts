@@ -31,10 +31,10 @@ export {
   ANNOUNCEMENT_LEASE,
   BIRD_RUN_FILES,
   CONTROLLER_MEMORY,
-  DEFAULT_LB_IMAGE,
   LB_APP_LABEL,
   LB_COMMANDS,
   LB_HTTP_PATHS,
   LB_PATHS,
   LB_STOP_TIMEOUTS,
 } from "./lbImage.ts";
+export { LB_IMAGE_FIX, lbImageRef } from "./lbImageRef.ts";

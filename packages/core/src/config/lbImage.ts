@@ -1,7 +1,5 @@
-// The contract between the manifests and the LB container image (lb-image/Dockerfile): the commands
+// The contract between the manifests and the LB container image (lb-image/image/build.sh): the commands
 // it puts on PATH and where things are mounted. Both sides import these names.
-export const DEFAULT_LB_IMAGE = "ghcr.io/portable-lb/lb:0.1.0";
-
 export const LB_COMMANDS = {
   /** The controller: watches Services/EndpointSlices, programs IPVS or nftables, drives the speaker. */
   controller: "portable-lb-controller",

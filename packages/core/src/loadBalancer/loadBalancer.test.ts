@@ -4,6 +4,7 @@ import { lbConfigSchema, type LbConfigInput } from "../config/lbConfig.ts";
 import { LoadBalancer } from "./loadBalancer.ts";
 
 const recorded = installMocks();
+const IMAGE = "registry.example/portable-lb/lb:1";
 beforeEach(() => (recorded.length = 0));
 
 const bgpConfig: LbConfigInput = {
@@ -28,7 +29,11 @@ const one = (type: string) => {
 
 describe("LoadBalancer", () => {
   it("builds the resource graph under the component", async () => {
-    const lb = new LoadBalancer("lb", { config: bgpConfig, replicas: 3 });
+    const lb = new LoadBalancer("lb", {
+      image: IMAGE,
+      config: bgpConfig,
+      replicas: 3,
+    });
     await settled();
     expect(recorded.map((r) => r.type).sort()).toEqual(
       [
@@ -69,7 +74,11 @@ describe("LoadBalancer", () => {
   });
 
   it("grants exactly: read services and endpointslices, write service status, events, and leases in its namespace", async () => {
-    new LoadBalancer("lb", { config: bgpConfig, replicas: 1 });
+    new LoadBalancer("lb", {
+      image: IMAGE,
+      config: bgpConfig,
+      replicas: 1,
+    });
     await settled();
     expect(one("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole").rules).toEqual([
       { apiGroups: [""], resources: ["services"], verbs: ["get", "list", "watch"] },
@@ -97,7 +106,11 @@ describe("LoadBalancer", () => {
 
   // The agent's own pod spec and RBAC: nodeAgent.test.ts. Here: it shares the LB pods' nodes and config.
   it("runs a node agent on every LB node, with the LB config", async () => {
-    new LoadBalancer("lb", { config: bgpConfig, replicas: 3 });
+    new LoadBalancer("lb", {
+      image: IMAGE,
+      config: bgpConfig,
+      replicas: 3,
+    });
     await settled();
     const ds = one("kubernetes:apps/v1:DaemonSet");
     const dep = one("kubernetes:apps/v1:Deployment");
@@ -114,13 +127,21 @@ describe("LoadBalancer", () => {
   });
 
   it("gives the pod time for a longer drain when drain.timeoutS asks for one", async () => {
-    new LoadBalancer("lb", { config: { ...bgpConfig, drain: { timeoutS: 300 } }, replicas: 2 });
+    new LoadBalancer("lb", {
+      image: IMAGE,
+      config: { ...bgpConfig, drain: { timeoutS: 300 } },
+      replicas: 2,
+    });
     await settled();
     expect(one("kubernetes:apps/v1:Deployment").spec.template.spec.terminationGracePeriodSeconds).toBe(325);
   });
 
   it("runs controller + BGP speaker in bgp mode, with only NET_ADMIN / NET_BIND_SERVICE and no privileged", async () => {
-    new LoadBalancer("lb", { config: bgpConfig, replicas: 3 });
+    new LoadBalancer("lb", {
+      image: IMAGE,
+      config: bgpConfig,
+      replicas: 3,
+    });
     await settled();
     const dep = one("kubernetes:apps/v1:Deployment");
     const pod = dep.spec.template.spec;
@@ -167,7 +188,11 @@ describe("LoadBalancer", () => {
   });
 
   it("runs the controller alone in cloud-routes mode, without BIRD's volume", async () => {
-    new LoadBalancer("lb", { config: cloudConfig, replicas: 2 });
+    new LoadBalancer("lb", {
+      image: IMAGE,
+      config: cloudConfig,
+      replicas: 2,
+    });
     await settled();
     const pod = one("kubernetes:apps/v1:Deployment").spec.template.spec;
     expect(pod.containers.map((c: { name: string }) => c.name)).toEqual(["controller"]);
@@ -175,7 +200,11 @@ describe("LoadBalancer", () => {
   });
 
   it("renders a config the controller's schema parses back to the same value", async () => {
-    const lb = new LoadBalancer("lb", { config: bgpConfig, replicas: 1 });
+    const lb = new LoadBalancer("lb", {
+      image: IMAGE,
+      config: bgpConfig,
+      replicas: 1,
+    });
     await settled();
     const json = one("kubernetes:core/v1:ConfigMap").data["config.json"];
     expect(lbConfigSchema.parse(JSON.parse(json))).toEqual(lb.config);
@@ -183,6 +212,7 @@ describe("LoadBalancer", () => {
 
   it("keeps the BGP password in a Secret (as a Pulumi secret) and points the config at its mount", async () => {
     const lb = new LoadBalancer("lb", {
+      image: IMAGE,
       config: bgpConfig,
       replicas: 1,
       bgpPassword: pulumi.secret("s3cret"),
@@ -226,6 +256,16 @@ describe("LoadBalancer", () => {
     ],
     ["zero replicas", { replicas: 0 }, "loadBalancer.replicas: must be at least 1 (got 0)"],
     [
+      "no image (no public one exists)",
+      { image: undefined },
+      "loadBalancer.image: is required, as no public LB image exists; build and push the LB image with 'npm run image -- --push <your-registry>/portable-lb/lb:<tag>' and set loadBalancer.image to that reference (lb-image/README.md, Building) (got nothing)",
+    ],
+    [
+      "an image that is no reference",
+      { image: "my image" },
+      "loadBalancer.image: must be an image reference such as registry.example.com/portable-lb/lb:0.1.0; build and push",
+    ],
+    [
       "a password without BGP",
       { config: cloudConfig, bgpPassword: "x" },
       "loadBalancer.bgpPassword: is set but routingMode is cloud-routes; drop the password or use routingMode bgp",
@@ -237,7 +277,13 @@ describe("LoadBalancer", () => {
     ],
   ])("rejects %s", (_what, override, message) => {
     expect(
-      () => new LoadBalancer(`bad-${recorded.length}`, { config: bgpConfig, replicas: 1, ...override }),
+      () =>
+        new LoadBalancer(`bad-${recorded.length}`, {
+          image: IMAGE,
+          config: bgpConfig,
+          replicas: 1,
+          ...override,
+        }),
     ).toThrow(message);
   });
 });

@@ -7,7 +7,8 @@ import { lbConfigSchema, type LbConfig, type LbConfigInput } from "../config/lbC
 import { standardLabels } from "../labels.ts";
 import { SystemNamespace } from "../systemNamespace.ts";
 import { ConfigError, parseOrThrow } from "../validation.ts";
-import { DEFAULT_LB_IMAGE, LB_PATHS } from "../config/lbImage.ts";
+import { LB_PATHS } from "../config/lbImage.ts";
+import { lbImageRef } from "../config/lbImageRef.ts";
 import { DEFAULT_LB_NODE_SELECTOR, LB_APP_LABEL, lbPodSpec } from "./podSpec.ts";
 import { NodeAgent } from "./nodeAgent.ts";
 import { LB_CLUSTER_RULES, LB_NAMESPACE_RULES } from "./rbac.ts";
@@ -25,6 +26,7 @@ export interface LoadBalancerArgs {
   /** How many nodes carry the LB node label, when known: more replicas than that could never schedule. */
   lbNodeCount?: number;
   namespace?: string;
+  /** The LB image (`npm run image -- --push REF`); required: no public image exists. */
   image?: string;
   /** Nodes the LB pods may run on; default portable-lb.io/load-balancer=true. */
   nodeSelector?: Record<string, string>;
@@ -41,6 +43,7 @@ const argsSchema = z
   .object({
     replicas: z.number().int({ error: "must be a whole number" }).min(1, { error: "must be at least 1" }),
     lbNodeCount: z.number().int().min(0).optional(),
+    image: lbImageRef,
   })
   .superRefine((a, ctx) => {
     if (a.lbNodeCount !== undefined && a.replicas > a.lbNodeCount) {
@@ -66,7 +69,7 @@ export class LoadBalancer extends pulumi.ComponentResource {
 
   constructor(name: string, args: LoadBalancerArgs, opts?: pulumi.ComponentResourceOptions) {
     super("portable-lb:core:LoadBalancer", name, {}, opts);
-    parseOrThrow(argsSchema, args, "loadBalancer");
+    const { image } = parseOrThrow(argsSchema, args, "loadBalancer");
     const parsed = parseOrThrow(lbConfigSchema, args.config, "loadBalancer.config");
     if (args.bgpPassword !== undefined && parsed.routingMode !== "bgp") {
       throw new ConfigError(
@@ -144,7 +147,6 @@ export class LoadBalancer extends pulumi.ComponentResource {
       child,
     );
 
-    const image = args.image ?? DEFAULT_LB_IMAGE;
     const nodeSelector = args.nodeSelector ?? DEFAULT_LB_NODE_SELECTOR;
     const configAnnotations = { [CONFIG_HASH_ANNOTATION]: configHash(configJson) };
     const podSpec = lbPodSpec({

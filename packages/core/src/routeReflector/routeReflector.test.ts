@@ -15,6 +15,7 @@ const args: RouteReflectorArgs = {
   speakerRanges: ["10.244.0.0/16"],
   vipPrefixes: ["10.1.1.0/24"],
   upstreamRouters: ["10.0.0.1"],
+  image: "registry.example/portable-lb/lb:1",
 };
 
 const ofType = (type: string) => recorded.filter((r) => r.type === type);

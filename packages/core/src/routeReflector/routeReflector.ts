@@ -9,7 +9,7 @@ import { asn, bfdSchema, bgpTimersSchema } from "../config/bgpSettings.ts";
 import { ipv4Address, ipv4Cidr } from "../config/cidr.ts";
 import { CONFIG_HASH_ANNOTATION, configHash } from "../configHash.ts";
 import { standardLabels } from "../labels.ts";
-import { DEFAULT_LB_IMAGE } from "../config/lbImage.ts";
+import { lbImageRef } from "../config/lbImageRef.ts";
 import { LB_PRIORITY_CLASS } from "../loadBalancer/loadBalancer.ts";
 import { parseOrThrow } from "../validation.ts";
 import { RR_PATHS, RR_SERVICE_ACCOUNT, routeReflectorPodSpec } from "./podSpec.ts";
@@ -59,6 +59,7 @@ const argsSchema = z.object({
   bfd: bfdSchema.prefault({}),
   timers: bgpTimersSchema.prefault({}),
   gracefulRestartS: z.number().int().min(0).max(4095).default(120),
+  image: lbImageRef,
 });
 
 export interface RouteReflectorArgs {
@@ -75,6 +76,7 @@ export interface RouteReflectorArgs {
   gracefulRestartS?: number;
   /** TCP MD5 password for every session; pass a Pulumi secret. */
   password?: pulumi.Input<string>;
+  /** The LB image, which carries BIRD (required: no public image exists). */
   image?: string;
   /** See LoadBalancerArgs.skipAwait. */
   skipAwait?: boolean;
@@ -150,7 +152,7 @@ export class RouteReflector extends pulumi.ComponentResource {
                 spec: routeReflectorPodSpec({
                   configSecret: objectName,
                   node: rr.node,
-                  image: args.image ?? DEFAULT_LB_IMAGE,
+                  image: a.image,
                   priorityClassName: LB_PRIORITY_CLASS,
                 }),
               },

@@ -1,0 +1,220 @@
+// One container of a rendered pod spec, run from an unpacked image under runc with what the spec
+// asks of the runtime for its process: command and args, environment (downward API values given by
+// the test), user, capabilities (the runtime's default set less `drop`, plus `add`; nothing
+// inheritable or ambient), no_new_privs, read-only root, memory limit and volume mounts, in a
+// network namespace the test made. A test harness, not a kubelet: no probes, restarts or seccomp
+// profile (RuntimeDefault is the runtime's own list, which Debian's runc does not ship), and it
+// refuses `privileged`, which portable-lb never asks for.
+import type { V1Container } from "@kubernetes/client-node";
+import { closeSync, mkdirSync, openSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { spawn } from "node:child_process";
+import { execCommand, type ExecResult } from "@portable-lb/lab";
+import type { ImageConfig } from "./ociArchive.ts";
+
+/** containerd's default capabilities (what a container has unless its spec drops them). */
+export const RUNTIME_DEFAULT_CAPABILITIES = [
+  "CHOWN",
+  "DAC_OVERRIDE",
+  "FSETID",
+  "FOWNER",
+  "MKNOD",
+  "NET_RAW",
+  "SETGID",
+  "SETUID",
+  "SETFCAP",
+  "SETPCAP",
+  "NET_BIND_SERVICE",
+  "SYS_CHROOT",
+  "KILL",
+  "AUDIT_WRITE",
+];
+
+export interface RuncContainerOptions {
+  /** runc's container id; unique on the machine. */
+  id: string;
+  container: V1Container;
+  image: { rootfs: string; config: ImageConfig };
+  /** The pod's network namespace, e.g. /run/netns/<name>. */
+  netnsPath: string;
+  hostname: string;
+  /** Host folders or files standing for the pod's volumes, by volume name. */
+  volumes: Record<string, string>;
+  /** Values of the downward API fields the container's env names (fieldPath -> value). */
+  fields?: Record<string, string>;
+  /** Extra environment (e.g. KUBECONFIG, which a cluster's ServiceAccount replaces). */
+  env?: Record<string, string>;
+  /** Extra bind mounts (host path -> container path), read-only. */
+  files?: Record<string, string>;
+}
+
+const MEMORY_UNITS: Record<string, number> = { Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30 };
+
+function memoryBytes(quantity: string | undefined): number | undefined {
+  const m = quantity === undefined ? null : /^(\d+)(Ki|Mi|Gi)$/.exec(quantity);
+  if (quantity !== undefined && !m) throw new Error(`memory quantity ${quantity} is not handled here`);
+  return m ? Number(m[1]) * MEMORY_UNITS[m[2]!]! : undefined;
+}
+
+/** The OCI runtime spec (config.json) for the container; pure. */
+export function runtimeSpec(o: RuncContainerOptions, rootfs: string): object {
+  const c = o.container;
+  const sc = c.securityContext ?? {};
+  if (sc.privileged) throw new Error(`${c.name}: privileged containers are refused here`);
+  const [imageUid, imageGid] = (o.image.config.User ?? "0:0").split(":").map(Number);
+  const uid = sc.runAsUser ?? imageUid ?? 0;
+  const gid = sc.runAsGroup ?? imageGid ?? uid;
+  const dropped = sc.capabilities?.drop ?? [];
+  const caps = [
+    ...new Set([
+      ...RUNTIME_DEFAULT_CAPABILITIES.filter((cap) => !dropped.includes("ALL") && !dropped.includes(cap)),
+      ...(sc.capabilities?.add ?? []),
+    ]),
+  ].map((cap) => `CAP_${cap}`);
+  const env = [
+    ...(o.image.config.Env ?? []),
+    ...(c.env ?? []).map((e) => {
+      const value = e.value ?? (e.valueFrom?.fieldRef && o.fields?.[e.valueFrom.fieldRef.fieldPath]);
+      if (value === undefined) throw new Error(`${c.name}: env ${e.name} has no value here`);
+      return `${e.name}=${value}`;
+    }),
+    ...Object.entries(o.env ?? {}).map(([k, v]) => `${k}=${v}`),
+  ];
+  const volumeMounts = (c.volumeMounts ?? []).map((m) => {
+    const source = o.volumes[m.name];
+    if (!source) throw new Error(`${c.name}: no host folder for volume ${m.name}`);
+    return { destination: m.mountPath, type: "bind", source, options: ["rbind", m.readOnly ? "ro" : "rw"] };
+  });
+  const fileMounts = Object.entries(o.files ?? {}).map(([source, destination]) => ({
+    destination,
+    type: "bind",
+    source,
+    options: ["rbind", "ro"],
+  }));
+  const memory = memoryBytes(c.resources?.limits?.memory);
+  return {
+    ociVersion: "1.0.2",
+    process: {
+      terminal: false,
+      user: { uid, gid },
+      // Kubernetes' rule: a command replaces the image's entrypoint and its Cmd.
+      args: c.command
+        ? [...c.command, ...(c.args ?? [])]
+        : [...(o.image.config.Entrypoint ?? []), ...(c.args ?? o.image.config.Cmd ?? [])],
+      env,
+      cwd: c.workingDir ?? o.image.config.WorkingDir ?? "/",
+      capabilities: { bounding: caps, effective: caps, permitted: caps, inheritable: [], ambient: [] },
+      noNewPrivileges: sc.allowPrivilegeEscalation === false,
+    },
+    root: { path: rootfs, readonly: sc.readOnlyRootFilesystem === true },
+    hostname: o.hostname,
+    mounts: [
+      { destination: "/proc", type: "proc", source: "proc" },
+      { destination: "/dev", type: "tmpfs", source: "tmpfs", options: ["nosuid", "strictatime", "mode=755"] },
+      {
+        destination: "/dev/pts",
+        type: "devpts",
+        source: "devpts",
+        options: ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"],
+      },
+      {
+        destination: "/dev/shm",
+        type: "tmpfs",
+        source: "shm",
+        options: ["nosuid", "noexec", "nodev", "mode=1777"],
+      },
+      {
+        destination: "/dev/mqueue",
+        type: "mqueue",
+        source: "mqueue",
+        options: ["nosuid", "noexec", "nodev"],
+      },
+      { destination: "/sys", type: "sysfs", source: "sysfs", options: ["nosuid", "noexec", "nodev", "ro"] },
+      ...volumeMounts,
+      ...fileMounts,
+    ],
+    linux: {
+      namespaces: [
+        { type: "pid" },
+        { type: "ipc" },
+        { type: "uts" },
+        { type: "mount" },
+        { type: "network", path: o.netnsPath },
+      ],
+      cgroupsPath: `/${o.id}`,
+      ...(memory !== undefined && { resources: { memory: { limit: memory } } }),
+      maskedPaths: ["/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sched_debug", "/sys/firmware"],
+      readonlyPaths: ["/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"],
+    },
+  };
+}
+
+/** A started container; `remove()` stops and deletes it (and its cgroup) by id. */
+export class RuncContainer {
+  readonly id: string;
+  readonly log: string;
+  readonly #state: string;
+
+  private constructor(id: string, state: string, log: string) {
+    this.id = id;
+    this.#state = state;
+    this.log = log;
+  }
+
+  /** Writes the bundle under `dir` and starts the container detached (its output goes to dir/log). */
+  static async start(o: RuncContainerOptions, rootfs: string, dir: string): Promise<RuncContainer> {
+    const bundle = join(dir, "bundle");
+    const state = join(dir, "runc");
+    mkdirSync(bundle, { recursive: true });
+    mkdirSync(state, { recursive: true });
+    writeFileSync(join(bundle, "config.json"), JSON.stringify(runtimeSpec(o, rootfs), null, 2));
+    const log = join(dir, "log");
+    const fd = openSync(log, "a");
+    try {
+      const code = await new Promise<number | null>((resolve, reject) => {
+        const child = spawn("runc", ["--root", state, "run", "--detach", "--bundle", bundle, o.id], {
+          stdio: ["ignore", fd, fd],
+        });
+        child.once("error", reject);
+        child.once("exit", resolve);
+      });
+      if (code !== 0) throw new Error(`runc run ${o.id}: exit ${code}; see ${log}`);
+    } finally {
+      closeSync(fd);
+    }
+    return new RuncContainer(o.id, state, log);
+  }
+
+  #runc(args: string[], timeoutMs = 30_000): Promise<ExecResult> {
+    return execCommand("runc", ["--root", this.#state, ...args], { timeoutMs });
+  }
+
+  /** Runs `argv` in the container as its process runs (user, capabilities, no_new_privs). */
+  exec(argv: string[], timeoutMs = 30_000): Promise<ExecResult> {
+    return this.#runc(["exec", this.id, ...argv], timeoutMs);
+  }
+
+  /** The container's processes, as host pids. */
+  async pids(): Promise<number[]> {
+    const r = await this.#runc(["ps", "--format", "json", this.id]);
+    if (r.code !== 0) throw new Error(`runc ps ${this.id}: ${r.stderr.trim()}`);
+    return JSON.parse(r.stdout || "[]") as number[];
+  }
+
+  async status(): Promise<string> {
+    const r = await this.#runc(["state", this.id]);
+    return r.code === 0 ? (JSON.parse(r.stdout) as { status: string }).status : "gone";
+  }
+
+  /** SIGTERM, up to `graceMs` for it to stop, then SIGKILL; then deletes the container. */
+  async remove(graceMs = 10_000): Promise<void> {
+    if ((await this.status()) === "running") {
+      await this.#runc(["kill", this.id, "TERM"]);
+      for (const deadline = Date.now() + graceMs; Date.now() < deadline;) {
+        if ((await this.status()) !== "running") break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+    await this.#runc(["delete", "--force", this.id]);
+  }
+}
