@@ -201,7 +201,10 @@ describe("NftEngine", () => {
     engine.watch(() => reports++);
     try {
       const settle = () => new Promise((r) => setTimeout(r, 500));
-      await settle(); // the monitor's start counts as one: changes before it may have gone unseen
+      // The monitor's start counts as one: changes before it may have gone unseen.
+      const started = Date.now() + 5_000;
+      while (reports === 0 && Date.now() < started) await new Promise((r) => setTimeout(r, 20));
+      await settle();
       expect(reports).toBe(1);
       await engine.apply([dns, web(["10.244.1.5"])]);
       await settle();
@@ -242,11 +245,15 @@ describe("NftEngine", () => {
     const engine = new NftEngine(nft);
     await engine.apply([web(["10.244.1.5"]), dns]);
     // Connections made inside the namespace take the output hook; whether they complete does not
-    // matter: the counter counts the first packet of each.
-    inNs("ip link set lo up; ip addr add 10.244.1.5/32 dev lo; ip route replace local 10.1.1.10/32 dev lo");
+    // matter: the counter counts the first packet of each. Both backends are local and nothing
+    // listens, so each ends at once on a reset; the timeout only bounds it (a short one killed bash
+    // before its SYN on a loaded machine).
+    inNs(
+      "ip link set lo up; ip addr add 10.244.1.5/32 dev lo; ip addr add 10.244.2.5/32 dev lo; ip route replace local 10.1.1.10/32 dev lo",
+    );
     const connect = (n: number) =>
       inNs(
-        `for i in $(seq ${n}); do timeout 0.3 bash -c 'exec 3<>/dev/tcp/10.1.1.10/80' 2>/dev/null; done; true`,
+        `for i in $(seq ${n}); do timeout 5 bash -c 'exec 3<>/dev/tcp/10.1.1.10/80' 2>/dev/null; done; true`,
       );
     connect(5);
     const byKey = async () =>
