@@ -17,8 +17,11 @@ lb_image_files() {
     while read -r f; do [ -f "$1/$f" ] && echo "$f"; done
 }
 
-# lb_image_epoch REPO: the commit time of the last commit touching an input
-lb_image_epoch() { git -C "$1" log -1 --format=%ct -- "${LB_IMAGE_INPUTS[@]}"; }
+# lb_image_epoch REPO: the commit time of the last commit touching an input file (not a test's
+# commit, or a changed test would rebuild the image)
+lb_image_epoch() {
+  lb_image_files "$1" | (cd "$1" && xargs -d '\n' git log -1 --format=%ct --) | sort -n | tail -1
+}
 
 # lb_image_key REPO EPOCH: 16 hex digits over every input's path and contents, and the epoch
 lb_image_key() {
