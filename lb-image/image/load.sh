@@ -8,7 +8,10 @@ load_image() {
   [[ $3 != *,* ]] || namespace=${3#*,}
   [ -S "$socket" ] || { echo "image: --load $3: $socket is not a socket (a running containerd's address)" >&2; return 1; }
   ctr --address "$socket" --namespace "$namespace" images import "$1" >&2
-  ctr --address "$socket" --namespace "$namespace" images check "name==$2" | grep -q . || {
+  # Read whole, not piped into grep -q: under pipefail, grep leaving early can fail ctr with SIGPIPE.
+  local listed
+  listed=$(ctr --address "$socket" --namespace "$namespace" images check --quiet "name==$2") || listed=
+  [ -n "$listed" ] || {
     echo "image: --load: containerd at $socket lists no $2 after the import" >&2
     return 1
   }
