@@ -15,7 +15,7 @@ import { writeNodeCredentials } from "../../packages/lab/src/node/nodeCredential
 import { cgroupPids, reapStaleNodeCgroups } from "../../packages/lab/src/node/nodeCgroups.ts";
 import { PAUSE_IMAGE, writePauseImage } from "../../packages/lab/src/node/pauseImage.ts";
 import { labsRoot, NetnsLab, type LabNamespace } from "../../packages/providers/src/lab/netns/netnsLab.ts";
-import { runs } from "../../packages/providers/src/lab/processes.ts";
+import { runs, waitUntil } from "../../packages/providers/src/lab/processes.ts";
 import { ApiBridge } from "../harness/netns/apiBridge.ts";
 import { BUSYBOX_IMAGE, writeBusyboxImage } from "../harness/node/busyboxImage.ts";
 import { settle } from "../harness/settle.ts";
@@ -27,6 +27,7 @@ const LABEL = "portable-lb.io/kubelet-node-test";
 const CLUSTER_CIDR = "10.244.0.0/16";
 const nodeName = (n: number) => `${RUN}-node${n}`;
 const nodeIp = (n: number) => `192.168.78.${10 + n}`;
+const GATEWAY = "192.168.78.1";
 
 const kc = testKubeConfig();
 const core = kc.makeApiClient(CoreV1Api);
@@ -57,6 +58,7 @@ const STARTUP = [
   "grep -E '^Cap(Eff|Bnd)' /proc/self/status | tr '\\t' ' '",
   "(touch /root-probe 2>/dev/null && echo root-writable) || echo root-readonly",
   "echo ok > /srv/www/ready",
+  'echo "$POD_NAME" > /srv/www/name',
   "touch /srv/www/alive",
   "trap 'echo \"term $POD_NAME\" >> /handoff/events.log; kill $HTTPD; exit 0' TERM",
   "httpd -f -p 8080 -h /srv/www & HTTPD=$!",
@@ -173,11 +175,13 @@ beforeAll(async () => {
   await writePauseImage(images[0]!);
   await writeBusyboxImage(images[1]!);
   const lan = await lab.namespace("lan");
-  const nodeNet = await lab.bridge(lan, "nodes");
+  // The node network's gateway: nodes route what is not theirs (Service addresses too) there.
+  const nodeNet = await lab.bridge(lan, "nodes", `${GATEWAY}/24`);
   const pkiDir = join(dirname(testKubeconfig()), "pki");
   for (const n of [1, 2]) {
     const ns = await lab.namespace(`node${n}`, { forwarding: true });
     await lab.attach(nodeNet, ns, `${nodeIp(n)}/24`, "eth0");
+    await ns.defaultRoute(GATEWAY);
     const bridge = await ApiBridge.open(ns, testKubeconfig());
     const layout = nodeLayout(join(lab.dir, `node${n}`), nodeName(n), lab.id);
     mkdirSync(layout.dir, { recursive: true });
@@ -303,6 +307,37 @@ describe("real lab nodes: containerd, runc, the kubelet and kube-proxy", () => {
       expect(cgroupPids(t.layout.cgroupRoot).length).toBeGreaterThan(0);
     }
   }, 180_000);
+
+  it("serves a ClusterIP Service from both nodes' pods through kube-proxy's nftables rules", async () => {
+    const svc = await core.createNamespacedService({
+      namespace: NS,
+      body: {
+        metadata: { name: "web" },
+        spec: { selector: { app: "web" }, ports: [{ port: 80, targetPort: "http" }] },
+      },
+    });
+    const url = `http://${svc.spec!.clusterIP!}/name`;
+    const names = new Set((await webPods()).map((p) => p.metadata!.name!));
+    // From either node, the Service answers, and kube-proxy spreads the requests over both pods.
+    for (const t of nodes) {
+      const answered = new Set<string>();
+      let error = "";
+      const ok = await waitUntil(
+        async () => {
+          const r = await t.ns.exec("curl", ["-sS", "--noproxy", "*", "--max-time", "2", url]);
+          if (r.code === 0) answered.add(r.stdout.trim());
+          else error = r.stderr.trim();
+          return answered.size === names.size;
+        },
+        30_000,
+        100,
+      );
+      expect({ answered: [...answered].sort(), error: ok ? "" : error }).toEqual({
+        answered: [...names].sort(),
+        error: "",
+      });
+    }
+  }, 90_000);
 
   it("restarts a container whose liveness probe fails, through the CRI's exec", async () => {
     const [p] = await webPods();
