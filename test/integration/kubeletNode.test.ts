@@ -6,7 +6,7 @@
 // pods' life: Ready and reachable across nodes, restarted by their liveness probe, stopped through
 // preStop within their grace period, and at the end the nodes stopped with nothing left of them.
 import { AppsV1Api, CoreV1Api, type V1Pod, type V1PodSpec } from "@kubernetes/client-node";
-import { appendFileSync, chmodSync, existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
+import { appendFileSync, chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { KubeletNode } from "../../packages/lab/src/node/kubeletNode.ts";
 import { nodeLayout, type NodeLayout } from "../../packages/lab/src/node/nodeLayout.ts";
@@ -303,6 +303,11 @@ describe("real lab nodes: containerd, runc, the kubelet and kube-proxy", () => {
         `http://${p.status!.podIP}:8080/ready`,
       ]);
       expect(r).toMatchObject({ code: 0, stdout: "ok\n" });
+      // The kubelet links the container's log in the node's own /var/log, not the machine's.
+      const links = readdirSync(join(t.layout.varLog, "containers"));
+      expect(links.some((l) => l.startsWith(`${p.metadata!.name}_${NS}_web-`))).toBe(true);
+      const hostLinks = existsSync("/var/log/containers") ? readdirSync("/var/log/containers") : [];
+      expect(hostLinks.filter((l) => l.includes(NS))).toEqual([]);
       // The container's processes run under the node's cgroup root, nowhere else.
       expect(cgroupPids(t.layout.cgroupRoot).length).toBeGreaterThan(0);
     }

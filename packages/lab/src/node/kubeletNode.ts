@@ -18,7 +18,7 @@ import { kubeletConfig, type Taint } from "./kubeletConfig.ts";
 import { kubeProxyConfig } from "./kubeProxyConfig.ts";
 import { cgroupPids, createCgroupRoot, removeCgroupRoot } from "./nodeCgroups.ts";
 import type { NodeLayout } from "./nodeLayout.ts";
-import { enterNode, MOUNT_NAMESPACE_HOLDER, shadowKernelSettings } from "./nodeMountNamespace.ts";
+import { enterNode, MOUNT_NAMESPACE_HOLDER, prepareMountNamespace } from "./nodeMountNamespace.ts";
 
 const BOOTSTRAP_FIX =
   "run scripts/bootstrap.sh (it installs containerd and runc and builds the kubelet and kube-proxy)";
@@ -130,7 +130,7 @@ export class KubeletNode {
       `--net=/run/netns/${this.#spec.netns}`,
       "--",
     ]);
-    await shadowKernelSettings(layout, this.#process("mount-namespace")!.pid);
+    await prepareMountNamespace(layout, this.#process("mount-namespace")!.pid);
 
     await this.#spawn(
       "containerd",

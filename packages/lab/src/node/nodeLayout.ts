@@ -15,6 +15,8 @@ export interface NodeLayout {
   /** The cgroup (in every cgroup v1 hierarchy) the kubelet puts its pods under. */
   cgroupRoot: string;
   sysctlShadows: string;
+  /** The node's /var/log (the kubelet's /var/log/containers links). */
+  varLog: string;
   containerdRoot: string;
   containerdState: string;
   containerdSocket: string;
@@ -57,6 +59,7 @@ export function nodeLayout(dir: string, name: string, scope: string): NodeLayout
     dir,
     cgroupRoot: nodeCgroupRoot(scope, name),
     sysctlShadows: join(dir, "sysctl"),
+    varLog: join(dir, "var-log"),
     containerdRoot: join(dir, "containerd", "root"),
     containerdState: join(dir, "containerd", "state"),
     containerdSocket,
