@@ -9,14 +9,20 @@ import { AppsV1Api, CoreV1Api, type V1Pod, type V1PodSpec } from "@kubernetes/cl
 import { execFileSync } from "node:child_process";
 import { appendFileSync, chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { KubeletNode } from "../../packages/lab/src/node/kubeletNode.ts";
-import { nodeLayout, type NodeLayout } from "../../packages/lab/src/node/nodeLayout.ts";
-import { KUBELET_KERNEL_SETTINGS } from "../../packages/lab/src/node/nodeMountNamespace.ts";
-import { writeNodeCredentials } from "../../packages/lab/src/node/nodeCredentials.ts";
-import { cgroupPids, reapStaleNodeCgroups } from "../../packages/lab/src/node/nodeCgroups.ts";
-import { PAUSE_IMAGE, writePauseImage } from "../../packages/lab/src/node/pauseImage.ts";
-import { labsRoot, NetnsLab, type LabNamespace } from "../../packages/providers/src/lab/netns/netnsLab.ts";
-import { runs, waitUntil } from "../../packages/providers/src/lab/processes.ts";
+import {
+  cgroupPids,
+  KUBELET_KERNEL_SETTINGS,
+  KubeletNode,
+  NetnsLab,
+  nodeLayout,
+  PAUSE_IMAGE,
+  runs,
+  waitUntil,
+  writeNodeCredentials,
+  writePauseImage,
+  type LabNamespace,
+  type NodeLayout,
+} from "@portable-lb/lab";
 import { ApiBridge } from "../harness/netns/apiBridge.ts";
 import { BUSYBOX_IMAGE, writeBusyboxImage } from "../harness/node/busyboxImage.ts";
 import { settle } from "../harness/settle.ts";
@@ -169,9 +175,6 @@ function nodeMounts(t: TestNode): string[] {
 
 beforeAll(async () => {
   lab = await NetnsLab.create("kubelet");
-  // Labs the reaper just removed may have left pods running under their nodes' cgroups.
-  for (const line of await reapStaleNodeCgroups((id) => existsSync(join(labsRoot(), `${id}.json`))))
-    console.warn(line);
   handoff = join(lab.dir, "handoff");
   mkdirSync(handoff);
   chmodSync(handoff, 0o777); // written by the pods' non-root user
@@ -221,7 +224,11 @@ describe("real lab nodes: containerd, runc, the kubelet and kube-proxy", () => {
       await settle(async () => {
         const n = await core.readNode({ name: nodeName(t.n) }).catch(() => undefined);
         t.podCidr = n?.spec?.podCIDR;
-        return n?.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") === true;
+        // Ready, and the node lifecycle controller has taken its not-ready taint away.
+        return (
+          n?.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") === true &&
+          n.spec?.taints?.every((taint) => taint.key === LABEL) === true
+        );
       }, 120_000);
       const n = await core.readNode({ name: nodeName(t.n) });
       expect(n.status?.addresses).toContainEqual({ type: "InternalIP", address: nodeIp(t.n) });

@@ -1,7 +1,7 @@
 // The node tests' image: Debian's static busybox (busybox-static, from APT_PACKAGES) with a link
 // per applet in /bin, so a pod has a shell, an HTTP server and the usual commands, all from one file.
 import { execFileSync } from "node:child_process";
-import { writeOciArchive } from "../../../packages/lab/src/node/interimOciArchive.ts";
+import { writeOciArchive } from "@portable-lb/lab";
 
 export const BUSYBOX_IMAGE = "localhost/portable-lb/busybox-test:lab";
 const BUSYBOX = "/bin/busybox";

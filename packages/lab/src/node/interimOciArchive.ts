@@ -5,7 +5,7 @@ import { createHash } from "node:crypto";
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { execCommand } from "../../../providers/src/lab/netns/netnsLab.ts";
+import { execCommand } from "../netns/netnsLab.ts";
 
 export interface ImageFile {
   /** Absolute path inside the image. */

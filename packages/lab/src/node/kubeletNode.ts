@@ -3,7 +3,7 @@
 // stopped by pid. `stop()` leaves nothing behind: no process, cgroup, mount or file of the node.
 import { cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { execCommand } from "../../../providers/src/lab/netns/netnsLab.ts";
+import { execCommand } from "../netns/netnsLab.ts";
 import {
   commandLine,
   lastLines,
@@ -12,7 +12,7 @@ import {
   startDaemon,
   stopProcess,
   waitUntil,
-} from "../../../providers/src/lab/processes.ts";
+} from "../processes.ts";
 import { containerdConfig, cniTemplate } from "./containerdConfig.ts";
 import { kubeletConfig, type Taint } from "./kubeletConfig.ts";
 import { kubeProxyConfig } from "./kubeProxyConfig.ts";

@@ -4,7 +4,7 @@
 // construction.
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { waitUntil } from "../../../providers/src/lab/processes.ts";
+import { waitUntil } from "../processes.ts";
 
 /** Mount points of the cgroup hierarchies in a mountinfo text. */
 export function cgroupMounts(mountinfo: string): string[] {

@@ -3,8 +3,8 @@
 // system:kube-proxy (bound to system:node-proxier by the default RBAC).
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { issueClientCert } from "../../../providers/src/lab/controlPlane/certificates.ts";
-import { renderKubeconfig } from "../../../providers/src/lab/controlPlane/kubeconfig.ts";
+import { issueClientCert } from "../controlPlane/certificates.ts";
+import { renderKubeconfig } from "../controlPlane/kubeconfig.ts";
 import type { NodeLayout } from "./nodeLayout.ts";
 
 export interface NodeCredentialsInput {

@@ -11,8 +11,8 @@
 // own stop, or the netns lab's reaper) ends it too.
 import { readlinkSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { execCommand } from "../../../providers/src/lab/netns/netnsLab.ts";
-import { waitUntil } from "../../../providers/src/lab/processes.ts";
+import { execCommand } from "../netns/netnsLab.ts";
+import { waitUntil } from "../processes.ts";
 import type { NodeLayout } from "./nodeLayout.ts";
 
 /** What the kubelet's container manager checks (setupKernelTunables), as /proc/sys paths. */

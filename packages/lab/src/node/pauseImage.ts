@@ -1,6 +1,6 @@
 // The pod sandbox image every lab node's containerd runs: Kubernetes' own pause, compiled by the
 // bootstrap from k8s.io/kubernetes (build/pause) at the node version.
-import { requireCommand } from "../../../providers/src/lab/processes.ts";
+import { requireCommand } from "../processes.ts";
 import { writeOciArchive } from "./interimOciArchive.ts";
 
 export const PAUSE_IMAGE = "localhost/portable-lb/pause:lab";
