@@ -9,6 +9,7 @@ here=$(dirname "${BASH_SOURCE[0]}")
 . "$here/bootstrap/node.sh"
 . "$here/bootstrap/pulumi.sh"
 . "$here/bootstrap/kubernetes.sh"
+. "$here/bootstrap/cni.sh"
 . "$here/bootstrap/flannel.sh"
 . "$here/bootstrap/bird.sh"
 . "$here/bootstrap/debBinary.sh"
@@ -29,11 +30,13 @@ flock -n 9 || { say "another bootstrap is running on $PLB_CACHE; waiting for it"
 install_apt_packages
 install_node
 if ! { tool_ready pulumi "$PULUMI_VERSION" && tool_ready pulumi-language-nodejs "$PULUMI_LANGUAGE_NODEJS_VERSION" &&
-  tool_ready pulumi-kubernetes "$PULUMI_KUBERNETES_VERSION" && tool_ready kubernetes "$KUBERNETES_VERSION"; }; then
+  tool_ready pulumi-kubernetes "$PULUMI_KUBERNETES_VERSION" && tool_ready kubernetes "$KUBERNETES_VERSION" &&
+  tool_ready kubernetes-node "$KUBERNETES_NODE_VERSION"; }; then
   need_memory_gb 5
 fi
 install_pulumi
 install_kubernetes
+install_cni_plugins
 install_flannel
 install_bird
 install_nginx

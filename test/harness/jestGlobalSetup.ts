@@ -1,12 +1,14 @@
 // One control plane per Jest run, shared by every integration test through KUBECONFIG-style env vars.
 import { mkdtemp } from "node:fs/promises";
-import { mkdirSync } from "node:fs";
+import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import {
   instancesRoot,
   killControlPlaneNow,
+  labsRoot,
   reapStale,
   reapStaleLabs,
+  reapStaleNodeCgroups,
   startControlPlane,
 } from "@portable-lb/lab";
 import { TEST_ENV, type SharedControlPlane } from "./testEnv.ts";
@@ -16,8 +18,15 @@ export default async function globalSetup(): Promise<void> {
   if ((globalThis as SharedControlPlane).__portableLbControlPlane) return;
   const root = instancesRoot();
   mkdirSync(root, { recursive: true });
-  // What a killed earlier run left: control planes and network-namespace labs.
-  for (const line of [...(await reapStale(root)), ...(await reapStaleLabs())]) console.warn(line);
+  // What a killed earlier run left: control planes, network-namespace labs, and the pods of their
+  // real nodes (in their own pod namespaces, under the nodes' cgroups).
+  const labLive = (id: string) => existsSync(join(labsRoot(), `${id}.json`));
+  for (const line of [
+    ...(await reapStale(root)),
+    ...(await reapStaleLabs()),
+    ...(await reapStaleNodeCgroups(labLive)),
+  ])
+    console.warn(line);
   const dir = await mkdtemp(join(root, `jest-${process.pid}-`));
   const state = await startControlPlane({ dir, ownerPid: process.pid, podCidr: "10.244.0.0/16" });
   // If Jest dies without running the teardown, the exit handler still stops the processes.

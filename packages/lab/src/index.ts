@@ -34,6 +34,7 @@ export {
   NetnsLab,
   addressOf,
   execCommand,
+  labsRoot,
   reapStaleLabs,
   stopRecorded,
   type Bridge,
@@ -43,5 +44,23 @@ export {
   type ProcessRecord,
 } from "./netns/netnsLab.ts";
 export { FrrRouter, parseNextHops } from "./netns/frrRouter.ts";
-export { commandLine, killNow, lastLines, requireCommand, stopProcess, waitUntil } from "./processes.ts";
+export {
+  commandLine,
+  killNow,
+  lastLines,
+  requireCommand,
+  runs,
+  stopProcess,
+  waitUntil,
+} from "./processes.ts";
 export { freePort } from "./ports.ts";
+// Real nodes: containerd, runc, the kubelet and kube-proxy in a node namespace.
+export { KubeletNode, KubeletNodeError, type KubeletNodeSpec, type NodeProcess } from "./node/kubeletNode.ts";
+export { nodeLayout, NodeLayoutError, type NodeLayout } from "./node/nodeLayout.ts";
+export { writeNodeCredentials } from "./node/nodeCredentials.ts";
+export { cgroupPids, reapStaleNodeCgroups } from "./node/nodeCgroups.ts";
+export { KUBELET_KERNEL_SETTINGS } from "./node/nodeMountNamespace.ts";
+export { PAUSE_IMAGE, writePauseImage } from "./node/pauseImage.ts";
+export type { Taint } from "./node/kubeletConfig.ts";
+// Stand-in until the project's image builder is merged (see the file).
+export { writeOciArchive, type ImageSpec } from "./node/interimOciArchive.ts";
