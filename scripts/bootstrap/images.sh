@@ -4,8 +4,11 @@
 # application is compiled from them).
 
 PAUSE_IMAGE_SOURCES=(scripts/image/pause scripts/image/ociImage.sh)
-# The pause image's cache key: a hash of its sources.
-pause_image_version() { (cd "$REPO_ROOT" && find "${PAUSE_IMAGE_SOURCES[@]}" -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum) | sha256sum | cut -c1-12; }
+# The pause image's cache key: a hash of its sources and the node version whose pause it packs.
+pause_image_version() {
+  { echo "kubernetes-node $KUBERNETES_NODE_VERSION"; (cd "$REPO_ROOT" && find "${PAUSE_IMAGE_SOURCES[@]}" -type f -print0 |
+    LC_ALL=C sort -z | xargs -0 sha256sum); } | sha256sum | cut -c1-12
+}
 # The name the pause image carries (and containerd stores): give it to the kubelet's sandbox image.
 pause_image_ref() { echo "localhost/portable-lb/pause:$(pause_image_version)"; }
 # The archive: `ctr images import` it.
@@ -14,7 +17,7 @@ pause_image_archive() { echo "$(tool_dir pause-image "$(pause_image_version)")/p
 build_pause_image() {
   local epoch
   epoch=$(git -C "$REPO_ROOT" log -1 --format=%ct -- "${PAUSE_IMAGE_SOURCES[@]}")
-  "$REPO_ROOT/scripts/image/pause/build.sh" "$1/pause.oci.tar" "$(pause_image_ref)" "${epoch:-0}" \
+  "$REPO_ROOT/scripts/image/pause/build.sh" "$(tool_dir kubernetes-node "$KUBERNETES_NODE_VERSION")/bin/pause" "$1/pause.oci.tar" "$(pause_image_ref)" "${epoch:-0}" \
     >"$1/digest" 2>>"$PLB_LOGS/pause-image.log" || { tail -n 5 "$PLB_LOGS/pause-image.log" >&2; return 1; }
 }
 

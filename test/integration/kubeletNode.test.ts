@@ -15,11 +15,10 @@ import {
   KubeletNode,
   NetnsLab,
   nodeLayout,
-  PAUSE_IMAGE,
+  pauseImage,
   runs,
   waitUntil,
   writeNodeCredentials,
-  writePauseImage,
   type LabNamespace,
   type NodeLayout,
 } from "@portable-lb/lab";
@@ -178,8 +177,8 @@ beforeAll(async () => {
   handoff = join(lab.dir, "handoff");
   mkdirSync(handoff);
   chmodSync(handoff, 0o777); // written by the pods' non-root user
-  const images = [join(lab.dir, "images", "pause.tar"), join(lab.dir, "images", "busybox.tar")];
-  await writePauseImage(images[0]!);
+  const pause = pauseImage();
+  const images = [pause.archive, join(lab.dir, "images", "busybox.tar")];
   await writeBusyboxImage(images[1]!);
   const lan = await lab.namespace("lan");
   // The node network's gateway: nodes route what is not theirs (Service addresses too) there.
@@ -203,7 +202,7 @@ beforeAll(async () => {
       clientCaFile: join(pkiDir, "ca.crt"),
       clusterCidr: CLUSTER_CIDR,
       images,
-      sandboxImage: PAUSE_IMAGE,
+      sandboxImage: pause.ref,
       labels: { [LABEL]: RUN },
       taints: [{ key: LABEL, value: RUN, effect: "NoExecute" }],
     });

@@ -60,7 +60,7 @@ export { nodeLayout, NodeLayoutError, type NodeLayout } from "./node/nodeLayout.
 export { writeNodeCredentials } from "./node/nodeCredentials.ts";
 export { cgroupPids, reapStaleNodeCgroups } from "./node/nodeCgroups.ts";
 export { KUBELET_KERNEL_SETTINGS } from "./node/nodeMountNamespace.ts";
-export { PAUSE_IMAGE, writePauseImage } from "./node/pauseImage.ts";
+export { pauseImage, type PauseImage } from "./node/pauseImage.ts";
 export type { Taint } from "./node/kubeletConfig.ts";
 // Stand-in until the project's image builder is merged (see the file).
-export { writeOciArchive, type ImageSpec } from "./node/interimOciArchive.ts";
+export { buildOciImage, type OciImageSpec } from "./node/ociImage.ts";

@@ -1,17 +1,13 @@
 #!/usr/bin/env bash
-# The pause image the lab's kubelets use as their pod sandbox image: pause.c built static with gcc
-# (~700 KB), alone in an image made by scripts/image/ociImage.sh.
+# The pause image the lab's kubelets use as their pod sandbox image: Kubernetes' own pause (built
+# static by the bootstrap from k8s.io/kubernetes' build/pause at the node version, ~700 KB), alone in
+# an image made by scripts/image/ociImage.sh.
 #
-#   scripts/image/pause/build.sh OUT.tar REF EPOCH
+#   scripts/image/pause/build.sh PAUSE_BINARY OUT.tar REF EPOCH
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-[ $# -eq 3 ] || { echo "usage: $0 OUT.tar REF EPOCH" >&2; exit 2; }
-out=$1 ref=$2 epoch=$3
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-# -ffile-prefix-map and no build id keep the binary the same bytes wherever it is built.
-gcc -static -Os -s -Wall -Werror -ffile-prefix-map="$here"=. -Wl,--build-id=none \
-  -o "$work/pause" "$here/pause.c"
-"$work/pause" -v >/dev/null
-"$here/../ociImage.sh" --out "$out" --ref "$ref" --timestamp "$epoch" --add "$work/pause:/pause" \
+[ $# -eq 4 ] || { echo "usage: $0 PAUSE_BINARY OUT.tar REF EPOCH" >&2; exit 2; }
+pause=$1 out=$2 ref=$3 epoch=$4
+"$pause" -v >/dev/null
+"$here/../ociImage.sh" --out "$out" --ref "$ref" --timestamp "$epoch" --add "$pause:/pause" \
   --entrypoint '["/pause"]' --user 65535:65535

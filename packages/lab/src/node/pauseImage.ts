@@ -1,23 +1,22 @@
-// The pod sandbox image every lab node's containerd runs: Kubernetes' own pause, compiled by the
-// bootstrap from k8s.io/kubernetes (build/pause) at the node version.
-import { requireCommand } from "../processes.ts";
-import { writeOciArchive } from "./interimOciArchive.ts";
+// The pod sandbox image every lab node's containerd runs: Kubernetes' own pause (built by the
+// bootstrap from k8s.io/kubernetes' build/pause at the node version) in an image of ours,
+// scripts/bootstrap/images.sh; scripts/toolenv.sh names its archive and reference.
+import { existsSync } from "node:fs";
 
-export const PAUSE_IMAGE = "localhost/portable-lb/pause:lab";
+export interface PauseImage {
+  /** The OCI archive to import. */
+  archive: string;
+  /** The name it is stored under: the kubelet's and containerd's sandbox image. */
+  ref: string;
+}
 
-/** Writes the pause image's OCI archive to `archive`. */
-export async function writePauseImage(archive: string): Promise<void> {
-  const pause = requireCommand(
-    "pause",
-    "run scripts/bootstrap.sh (it builds the kubelet, kube-proxy and pause)",
-  );
-  await writeOciArchive(
-    {
-      name: PAUSE_IMAGE,
-      files: [{ path: "/pause", from: pause }],
-      entrypoint: ["/pause"],
-      user: "65535:65535",
-    },
-    archive,
-  );
+export function pauseImage(env: NodeJS.ProcessEnv = process.env): PauseImage {
+  const archive = env.PORTABLE_LB_PAUSE_IMAGE_ARCHIVE;
+  const ref = env.PORTABLE_LB_PAUSE_IMAGE_REF;
+  if (!archive || !ref || !existsSync(archive)) {
+    throw new Error(
+      `the lab nodes' pause image is missing (PORTABLE_LB_PAUSE_IMAGE_ARCHIVE=${archive ?? "unset"}): run scripts/bootstrap.sh, and run with scripts/toolenv.sh sourced`,
+    );
+  }
+  return { archive, ref };
 }
