@@ -13,6 +13,7 @@ here=$(dirname "${BASH_SOURCE[0]}")
 . "$here/bootstrap/bird.sh"
 . "$here/bootstrap/nginx.sh"
 . "$here/bootstrap/ipvsGuest.sh"
+. "$here/bootstrap/moto.sh"
 . "$here/bootstrap/npm.sh"
 
 mkdir -p "$PLB_TOOLS" "$PLB_LOGS" "$PULUMI_HOME"
@@ -35,6 +36,7 @@ install_flannel
 install_bird
 install_nginx
 install_ipvs_guest
+install_moto
 install_pulumi_plugins
 install_npm_dependencies
 say "all tools ready in $((SECONDS - start)) s (cache: $PLB_CACHE)"
