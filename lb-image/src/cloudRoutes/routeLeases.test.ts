@@ -3,11 +3,12 @@ import {
   GROUP_LABEL,
   INSTANCE_ANNOTATION,
   NODE_ANNOTATION,
+  TARGET_ANNOTATION,
   ROLE_LABEL,
   liveMembers,
   memberLeaseName,
   nextExpiry,
-  ourInstances,
+  ourTargets,
   vipLeaseName,
 } from "./routeLeases.ts";
 
@@ -16,7 +17,11 @@ const member = (node: string, holder: string | undefined, renewedSAgo: number): 
   metadata: {
     name: memberLeaseName("g", node),
     labels: { [ROLE_LABEL]: "member", [GROUP_LABEL]: "g" },
-    annotations: { [NODE_ANNOTATION]: node, [INSTANCE_ANNOTATION]: `aws:///z/i-${node}` },
+    annotations: {
+      [NODE_ANNOTATION]: node,
+      [INSTANCE_ANNOTATION]: `aws:///z/i-${node}`,
+      [TARGET_ANNOTATION]: `eni-${node}`,
+    },
   },
   spec: { holderIdentity: holder, leaseDurationSeconds: 3, renewTime: new Date(now - renewedSAgo * 1000) },
 });
@@ -27,8 +32,8 @@ describe("route Leases", () => {
   it("counts as members only held, unexpired member Leases", () => {
     expect(liveMembers(leases, now).map((m) => m.identity)).toEqual(["pod-a"]);
   });
-  it("keeps every instance an LB pod ran on as ours, live or not", () => {
-    expect(ourInstances(leases)).toEqual(new Set(["aws:///z/i-a", "aws:///z/i-b", "aws:///z/i-c"]));
+  it("keeps the route target of every LB pod that ran as ours, live or not", () => {
+    expect(ourTargets(leases)).toEqual(new Set(["eni-a", "eni-b", "eni-c"]));
   });
   it("tells when the next live Lease expires", () => {
     expect(nextExpiry(leases, now)).toBe(now + 2000);

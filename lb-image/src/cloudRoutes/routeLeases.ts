@@ -10,6 +10,8 @@ export const ROLE_LABEL = "cloud-routes.portable-lb.io/role";
 export const GROUP_LABEL = "cloud-routes.portable-lb.io/group";
 export const INSTANCE_ANNOTATION = "cloud-routes.portable-lb.io/instance";
 export const NODE_ANNOTATION = "cloud-routes.portable-lb.io/node";
+/** What routes to this member point at: AWS, its primary ENI; GCP, its instance's URL. */
+export const TARGET_ANNOTATION = "cloud-routes.portable-lb.io/target";
 
 export interface LeaseTiming {
   /** A Lease not renewed for this long is free to take (whole seconds, as Leases store it). */
@@ -41,6 +43,8 @@ export interface Member {
   node: string;
   /** Its instance as a providerID. */
   instance: string;
+  /** What routes to it point at (TARGET_ANNOTATION). */
+  target: string;
 }
 
 function expired(lease: V1Lease, now: number): boolean {
@@ -58,16 +62,15 @@ export function liveMembers(leases: readonly V1Lease[], now: number): Member[] {
       identity: l.spec!.holderIdentity!,
       node: l.metadata?.annotations?.[NODE_ANNOTATION] ?? "",
       instance: l.metadata?.annotations?.[INSTANCE_ANNOTATION] ?? "",
+      target: l.metadata?.annotations?.[TARGET_ANNOTATION] ?? "",
     }))
-    .filter((m) => m.instance !== "")
+    .filter((m) => m.target !== "")
     .sort((a, b) => (a.identity < b.identity ? -1 : 1));
 }
 
-/** Every instance an LB pod of this group ran on (live or not): the only route targets we touch. */
-export function ourInstances(leases: readonly V1Lease[]): Set<string> {
-  return new Set(
-    leases.filter(isMember).flatMap((l) => l.metadata?.annotations?.[INSTANCE_ANNOTATION] ?? []),
-  );
+/** The route targets of every LB pod of this group (live or not): the only routes we touch. */
+export function ourTargets(leases: readonly V1Lease[]): Set<string> {
+  return new Set(leases.filter(isMember).flatMap((l) => l.metadata?.annotations?.[TARGET_ANNOTATION] ?? []));
 }
 
 /** The time at which the next live member's Lease expires (when owners may change unannounced). */
