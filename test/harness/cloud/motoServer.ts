@@ -27,6 +27,8 @@ export interface MotoServer {
   /** An EC2 client pointed at it, with fake static credentials. */
   ec2(): EC2Client;
   stop(): Promise<void>;
+  /** Synchronous last resort (an exit handler): SIGKILL by its pid. */
+  killNow(): void;
 }
 
 export const MOTO_CREDENTIALS = { accessKeyId: "testing", secretAccessKey: "testing" };
@@ -65,6 +67,7 @@ export async function startMoto(): Promise<MotoServer> {
     port,
     ec2: () =>
       new EC2Client({ endpoint, region: MOTO_REGION, credentials: MOTO_CREDENTIALS, maxAttempts: 1 }),
+    killNow: () => void child.kill("SIGKILL"),
     stop: () =>
       new Promise<void>((resolve) => {
         if (child.exitCode !== null) return resolve();

@@ -1,6 +1,7 @@
 // A small fault proxy in front of moto: it answers the next `n` EC2 route writes (CreateRoute,
 // ReplaceRoute, DeleteRoute) with AWS's throttling error (HTTP 503, RequestLimitExceeded), as EC2
-// does under load, and passes everything else through. Listens on loopback at a free port.
+// does under load, and passes everything else through, counting the calls by action (how the
+// benchmark measures API calls at steady state). Listens on loopback at a free port.
 import { createServer, request, type Server } from "node:http";
 
 const THROTTLED = `<?xml version="1.0" encoding="UTF-8"?>
@@ -11,6 +12,8 @@ export class ThrottlingProxy {
   private remaining = 0;
   /** Writes answered with throttling so far. */
   throttled = 0;
+  /** Calls seen, by EC2 action. */
+  readonly calls = new Map<string, number>();
   endpoint = "";
 
   private readonly target: { host: string; port: number };
@@ -30,7 +33,9 @@ export class ThrottlingProxy {
       req.on("data", (c: Buffer) => chunks.push(c));
       req.on("end", () => {
         const body = Buffer.concat(chunks);
-        if (this.remaining > 0 && /Action=(CreateRoute|ReplaceRoute|DeleteRoute)&/.test(body.toString())) {
+        const action = /(?:^|&)Action=(\w+)/.exec(body.toString())?.[1] ?? "unknown";
+        this.calls.set(action, (this.calls.get(action) ?? 0) + 1);
+        if (this.remaining > 0 && /^(CreateRoute|ReplaceRoute|DeleteRoute)$/.test(action)) {
           this.remaining--;
           this.throttled++;
           res.writeHead(503, { "content-type": "text/xml" }).end(THROTTLED);
