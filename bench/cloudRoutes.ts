@@ -44,14 +44,6 @@ async function main(): Promise<void> {
     PODS.forEach(start);
     if (!(await rig.allRoutedToOwners(PODS, VIPS, 60_000))) throw new Error("the routes never converged");
 
-    progress(`steady state: counting EC2 calls for ${STEADY_S} s`);
-    await sleep(3_000);
-    rig.proxy.calls.clear();
-    await sleep(STEADY_S * 1000);
-    const steady = Object.fromEntries(rig.proxy.calls);
-    const perPodPerMin =
-      [...rig.proxy.calls.values()].reduce((a, b) => a + b, 0) / PODS.length / (STEADY_S / 60);
-
     const failover = async (signal: "SIGKILL" | "SIGTERM"): Promise<number[]> => {
       const samples: number[] = [];
       for (let i = 0; i < EVENTS; i++) {
@@ -70,12 +62,23 @@ async function main(): Promise<void> {
       }
       return samples;
     };
-    progress(`graceful stop x ${EVENTS}`);
-    const graceful = summarize(await failover("SIGTERM"));
+    const round = (x: ReturnType<typeof summarize>) =>
+      Object.fromEntries(Object.entries(x).map(([key, v]) => [key, Math.round(v * 1000) / 1000]));
+    // Each phase's figures are printed as it ends (a long run stopped later keeps them).
     progress(`SIGKILL x ${EVENTS}`);
-    const kill = summarize(await failover("SIGKILL"));
-    const round = (s: ReturnType<typeof summarize>) =>
-      Object.fromEntries(Object.entries(s).map(([k, v]) => [k, Math.round(v * 1000) / 1000]));
+    const kill = round(summarize(await failover("SIGKILL")));
+    progress(`owner SIGKILL -> moved (s): ${JSON.stringify(kill)}`);
+    progress(`graceful stop x ${EVENTS}`);
+    const graceful = round(summarize(await failover("SIGTERM")));
+    progress(`graceful stop -> moved (s): ${JSON.stringify(graceful)}`);
+    progress(`steady state: counting EC2 calls for ${STEADY_S} s`);
+    await sleep(3_000);
+    rig.proxy.calls.clear();
+    await sleep(STEADY_S * 1000);
+    const steady = Object.fromEntries(rig.proxy.calls);
+    const perPodPerMin =
+      [...rig.proxy.calls.values()].reduce((a, b) => a + b, 0) / PODS.length / (STEADY_S / 60);
+
     console.log(
       JSON.stringify(
         {
@@ -87,8 +90,8 @@ async function main(): Promise<void> {
             vips: VIPS.length,
             tables: 2,
           },
-          gracefulStopToMovedS: round(graceful),
-          ownerKillToMovedS: round(kill),
+          gracefulStopToMovedS: graceful,
+          ownerKillToMovedS: kill,
           steadyState: { seconds: STEADY_S, callsByAction: steady, callsPerMinutePerPod: perPodPerMin },
         },
         null,

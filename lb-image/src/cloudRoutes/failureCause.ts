@@ -29,8 +29,21 @@ interface CloudError {
   cause?: unknown;
 }
 
+// google-gax reports REST errors with the gRPC status code it maps the HTTP status to.
+const GRPC: Record<number, FailureCause> = {
+  4: "server", // DEADLINE_EXCEEDED
+  5: "not-found",
+  6: "conflict", // ALREADY_EXISTS
+  7: "permission", // PERMISSION_DENIED
+  8: "throttled", // RESOURCE_EXHAUSTED
+  10: "conflict", // ABORTED
+  13: "server", // INTERNAL
+  14: "server", // UNAVAILABLE
+  16: "permission", // UNAUTHENTICATED
+};
+
 function httpStatus(e: CloudError): number | undefined {
-  if (typeof e.code === "number") return e.code;
+  if (typeof e.code === "number" && e.code >= 100) return e.code;
   return e.$metadata?.httpStatusCode ?? e.status;
 }
 
@@ -43,6 +56,7 @@ export function failureCause(err: unknown): FailureCause {
   if (e.name === "RouteAlreadyExists") return "conflict";
   const code = typeof e.code === "string" ? e.code : ((e.cause as CloudError | undefined)?.code as string);
   if (typeof code === "string" && NETWORK.has(code)) return "network";
+  if (typeof e.code === "number" && e.code < 100) return GRPC[e.code] ?? "invalid";
   const status = httpStatus(e);
   if (status === 429) return "throttled";
   if (status === 401 || status === 403) return "permission";

@@ -16,6 +16,12 @@ describe("failureCause", () => {
     [Object.assign(new Error("x"), { code: 409 }), "conflict"],
     [Object.assign(new Error("x"), { code: 503 }), "server"],
     [Object.assign(new Error("x"), { code: "ECONNREFUSED" }), "network"],
+    // google-gax: gRPC codes for REST errors
+    [Object.assign(new Error("x"), { code: 8 }), "throttled"],
+    [Object.assign(new Error("x"), { code: 6 }), "conflict"],
+    [Object.assign(new Error("x"), { code: 5 }), "not-found"],
+    [Object.assign(new Error("x"), { code: 7 }), "permission"],
+    [Object.assign(new Error("x"), { code: 14 }), "server"],
   ])("%s is %s", (err, cause) => expect(failureCause(err)).toBe(cause));
 });
 
