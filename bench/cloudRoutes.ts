@@ -42,7 +42,12 @@ async function main(): Promise<void> {
     // Every pod's EC2 calls pass through the proxy, which counts them.
     const start = (pod: string) => rig.start(pod, { endpoint: rig.proxy.endpoint });
     PODS.forEach(start);
-    if (!(await rig.allRoutedToOwners(PODS, VIPS, 60_000))) throw new Error("the routes never converged");
+    /** Fails with the pods' last log lines, which tell why. */
+    const fail = (why: string): never => {
+      for (const pod of PODS) progress(`--- ${pod}\n${rig.output(pod).slice(-3000)}`);
+      throw new Error(why);
+    };
+    if (!(await rig.allRoutedToOwners(PODS, VIPS, 60_000))) fail("the routes never converged");
 
     const failover = async (signal: "SIGKILL" | "SIGTERM"): Promise<number[]> => {
       const samples: number[] = [];
@@ -53,11 +58,10 @@ async function main(): Promise<void> {
         const moved = VIPS.filter((v) => ownerOf(v, PODS) === pod);
         const t0 = performance.now();
         await rig.stop(pod, signal);
-        if (!(await rig.allRoutedToOwners(live, moved, 30_000)))
-          throw new Error(`${signal} #${i}: VIPs never moved`);
+        if (!(await rig.allRoutedToOwners(live, moved, 30_000))) fail(`${signal} #${i}: VIPs never moved`);
         samples.push((performance.now() - t0) / 1000);
         start(pod);
-        if (!(await rig.allRoutedToOwners(PODS, VIPS, 60_000))) throw new Error(`${signal} #${i}: no return`);
+        if (!(await rig.allRoutedToOwners(PODS, VIPS, 60_000))) fail(`${signal} #${i}: no return`);
         if ((i + 1) % 10 === 0) progress(`${signal}: ${i + 1}/${EVENTS}`);
       }
       return samples;

@@ -19,6 +19,8 @@ const FOREIGN_VIP = VIPS[0]!;
 /** The VIPs whose every route is ours to write. */
 const OWN_VIPS = VIPS.slice(1);
 const PODS = ["lb-a", "lb-b", "lb-c"];
+/** A configured route table that does not exist: reported, and the others are served. */
+const UNKNOWN_TABLE = "rtb-0000000000dead";
 
 const kc = testKubeConfig();
 const core = kc.makeApiClient(CoreV1Api);
@@ -30,6 +32,7 @@ const rig = new AwsRouteRig({
   vips: VIPS,
   pods: PODS,
   cloudRoutes: { leaseDurationS: 3, renewMs: 1000 },
+  extraTableIds: [UNKNOWN_TABLE],
 });
 let apiProxy: TcpProxy;
 
@@ -98,6 +101,18 @@ describe("cloud routes on AWS (moto)", () => {
     expect(e!.message).toContain(rig.foreign.eni);
     // The other table is ours to write.
     expect(await routes(FOREIGN_VIP)).toEqual([rig.foreign.eni, rig.eniOf(ownerOf(FOREIGN_VIP, PODS)!)]);
+  }, 20_000);
+
+  it("reports an unknown route table on the pod, and serves the others", async () => {
+    expect(await waitUntil(async () => (await events("CloudResourceNotFound")).length > 0, 10_000, 100)).toBe(
+      true,
+    );
+    const [e] = await events("CloudResourceNotFound");
+    expect(e!.involvedObject.kind).toBe("Pod");
+    expect(e!.message).toContain(
+      `ec2:DescribeRouteTables on arn:aws:ec2:us-east-1:*:route-table/${UNKNOWN_TABLE}`,
+    );
+    expect(await allRouted(PODS, 1_000)).toBe(true);
   }, 20_000);
 
   it("removes a stale route to one of our instances", async () => {

@@ -40,6 +40,12 @@ import {
 
 export const DEFAULT_RESYNC_MS = 60_000;
 
+/** The Event reason of a failed cloud call, by cause. */
+const FAILURE_REASON: Partial<Record<string, string>> = {
+  permission: "CloudPermissionDenied",
+  "not-found": "CloudResourceNotFound",
+};
+
 /** The Service a VIP belongs to, for Events. */
 export interface ServiceRef {
   object: string;
@@ -80,16 +86,22 @@ export class AwsRouteLoop {
   private readonly leases: FencedLeases;
   private readonly informers: ResilientInformers;
   private readonly leaseCache: ListWatch<V1Lease>;
-  private readonly runner: CoalescingRunner;
+  private readonly leaseRunner: CoalescingRunner;
+  private readonly cloudRunner: CoalescingRunner;
+  /** What the Leases say this pod writes now (renewLeases), which syncCloud makes true. */
+  private want: { point: Set<string>; remove: Set<string>; ours: Set<string> } | undefined;
   private vips: RouteVips = { cluster: new Set(), served: new Set(), services: new Map() };
   private self: { instance: string; eni: string } | undefined;
   private routes: TableRoute[] = [];
+  private local: { table: string; cidr: string }[] = [];
+  /** The tables the last read could read: nothing is written to the others (reported instead). */
+  private readable: string[] = [];
   private lastRead = 0;
   /** What the last successful apply made true; a different one needs a fresh read and plan. */
   private appliedKey = "";
   private pointed = new Set<string>();
   private timer: NodeJS.Timeout | undefined;
-  private inFlight: Promise<void> = Promise.resolve();
+  private readonly inFlight = new Set<Promise<void>>();
   private stopped = false;
 
   constructor(o: AwsRouteLoopOptions) {
@@ -117,13 +129,21 @@ export class AwsRouteLoop {
         }),
       labelSelector: `${GROUP_LABEL}=${this.group}`,
     });
-    this.runner = new CoalescingRunner(
+    // Two loops, so that slow or throttled cloud calls never delay the Lease renewals (a pod whose
+    // renewals starve loses its VIPs to the others, and would flap under load).
+    this.leaseRunner = this.serialRunner(() => this.renewLeases(), "Lease renewal failed; retrying");
+    this.cloudRunner = this.serialRunner(() => this.syncCloud(), "cloud route sync failed; retrying");
+  }
+
+  private serialRunner(job: () => Promise<void>, failed: string): CoalescingRunner {
+    return new CoalescingRunner(
       () => {
-        const run = this.sync();
-        this.inFlight = run.catch(() => {});
+        const run = job();
+        this.inFlight.add(run);
+        void run.catch(() => {}).finally(() => this.inFlight.delete(run));
         return run;
       },
-      { onError: (err) => o.log.warn({ err }, "cloud route sync failed; retrying") },
+      { onError: (err) => this.o.log.warn({ err }, failed) },
       this.timing.renewMs,
     );
   }
@@ -135,7 +155,7 @@ export class AwsRouteLoop {
   }
 
   trigger(): void {
-    if (!this.stopped) this.runner.trigger();
+    if (!this.stopped) this.leaseRunner.trigger();
   }
 
   /** Finds this instance's ENI, then runs until stop(). Throws when the instance cannot be found. */
@@ -159,7 +179,7 @@ export class AwsRouteLoop {
     return { [ROLE_LABEL]: role, [GROUP_LABEL]: this.group };
   }
 
-  private async sync(): Promise<void> {
+  private async renewLeases(): Promise<void> {
     const self = this.self;
     if (!self || this.stopped) return;
     try {
@@ -185,7 +205,6 @@ export class AwsRouteLoop {
     const members = liveMembers(all, now).map((m) => m.identity);
     if (!members.includes(this.o.identity)) members.push(this.o.identity); // the cache may lag our write
     const ours = ourTargets(all).add(self.eni);
-    if (this.lastRead === 0) await this.read();
     const stale = new Set(
       this.routes.filter((r) => ours.has(r.target) && !this.vips.cluster.has(r.vip)).map((r) => r.vip),
     );
@@ -195,19 +214,42 @@ export class AwsRouteLoop {
     const held = [...mine].filter((v) => this.leases.holds(vipLeaseName(this.group, v)));
     const point = new Set(held.filter((v) => this.vips.served.has(v)));
     const remove = new Set(held.filter((v) => stale.has(v)));
+    this.want = { point, remove, ours };
+    this.o.metrics.ownedVips.set(point.size);
+    this.cloudRunner.trigger();
+  }
+
+  private async syncCloud(): Promise<void> {
+    const self = this.self;
+    if (!self || !this.want || this.stopped) return;
+    if (this.lastRead === 0) {
+      await this.read();
+      this.leaseRunner.trigger(); // stale routes may have come to light
+    }
+    const { point, remove, ours } = this.want;
+    const now = Date.now();
     const key = JSON.stringify([[...point].sort(), [...remove].sort(), [...ours].sort()]);
     if (key === this.appliedKey && now - this.lastRead < (this.o.resyncMs ?? DEFAULT_RESYNC_MS)) return;
     await this.read();
     const plan = planAwsRoutes({
-      tables: this.o.tables.tableIds(),
+      tables: this.readable,
       routes: this.routes,
       point,
       remove,
       self: self.eni,
       ours,
+      local: this.local,
     });
     this.o.metrics.foreignRoutes.set(plan.foreign.length);
     if (plan.foreign.length) await this.reportForeign(plan.foreign);
+    if (plan.inside.length)
+      await this.o.report(
+        plan.inside.map((i) => ({
+          ...this.subject(i.vip),
+          reason: "VipInsideVpcRange",
+          message: `VIP ${i.vip} lies inside route table ${i.table}'s local range ${i.cidr} (the VPC's own addresses), which AWS delivers in the VPC whatever route is added; pick a VIP pool outside the VPC's CIDRs`,
+        })),
+      );
     // Fencing: drop whatever Lease ran out while we read.
     const stillHeld = (vip: string) => this.leases.holds(vipLeaseName(this.group, vip));
     const fenced = {
@@ -223,8 +265,7 @@ export class AwsRouteLoop {
       this.appliedKey = key;
       this.o.metrics.synced();
       await this.reportMoves(point, self);
-    } else this.runner.later();
-    this.o.metrics.ownedVips.set(point.size);
+    } else this.cloudRunner.later();
   }
 
   private async holdVipLeases(mine: ReadonlySet<string>): Promise<void> {
@@ -249,6 +290,9 @@ export class AwsRouteLoop {
   private async read(): Promise<void> {
     const result = await this.o.tables.read();
     this.routes = result.routes;
+    this.local = result.local;
+    const failed = new Set(result.failed.map((f) => f.table));
+    this.readable = this.o.tables.tableIds().filter((t) => !failed.has(t));
     this.lastRead = Date.now();
     await this.reportFailures(result.failed.map((f) => f.error));
   }
@@ -259,7 +303,7 @@ export class AwsRouteLoop {
       await this.o.report(
         failures.map((f) => ({
           ...this.o.pod,
-          reason: f.reason === "permission" ? "CloudPermissionDenied" : "CloudRouteWriteFailed",
+          reason: FAILURE_REASON[f.reason] ?? "CloudCallFailed",
           message: f.message,
         })),
       );
@@ -308,8 +352,9 @@ export class AwsRouteLoop {
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
-    this.runner.stop();
-    await this.inFlight;
+    this.leaseRunner.stop();
+    this.cloudRunner.stop();
+    await Promise.allSettled([...this.inFlight]);
     const held = this.leases.held();
     this.leases.dropAll();
     await Promise.all(

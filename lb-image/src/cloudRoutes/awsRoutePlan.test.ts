@@ -15,6 +15,7 @@ describe("planAwsRoutes", () => {
       replace: [],
       remove: [],
       foreign: [],
+      inside: [],
     });
   });
 
@@ -43,5 +44,21 @@ describe("planAwsRoutes", () => {
     });
     expect(plan.remove).toEqual([{ table: "rtb-1", vip: "10.1.1.9" }]);
     expect(plan.foreign).toEqual([{ table: "rtb-2", vip: "10.1.1.9", target: "igw-1" }]);
+  });
+
+  it("reports a VIP inside a table's local range instead of routing it there", () => {
+    const plan = planAwsRoutes({
+      ...base,
+      routes: [],
+      point: new Set(["10.0.3.7", "10.1.1.1"]),
+      remove: new Set(),
+      local: [{ table: "rtb-1", cidr: "10.0.0.0/16" }],
+    });
+    expect(plan.inside).toEqual([{ table: "rtb-1", vip: "10.0.3.7", cidr: "10.0.0.0/16" }]);
+    expect(plan.create).toEqual([
+      { table: "rtb-1", vip: "10.1.1.1" },
+      { table: "rtb-2", vip: "10.0.3.7" },
+      { table: "rtb-2", vip: "10.1.1.1" },
+    ]);
   });
 });

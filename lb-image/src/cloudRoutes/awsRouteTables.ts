@@ -28,6 +28,8 @@ export interface AwsRouteTablesOptions {
 
 export interface ReadResult {
   routes: TableRoute[];
+  /** Each table's `local` routes: the VPC's own ranges, which no VIP route can override. */
+  local: { table: string; cidr: string }[];
   /** Tables that could not be read (unknown id, no permission): nothing is written to them. */
   failed: { table: string; error: CloudCallError }[];
 }
@@ -70,7 +72,7 @@ export class AwsRouteTables {
 
   /** The /32 routes to VIPs in every configured table, each table on its own. */
   async read(): Promise<ReadResult> {
-    const result: ReadResult = { routes: [], failed: [] };
+    const result: ReadResult = { routes: [], local: [], failed: [] };
     await Promise.all(
       this.o.tableIds.map(async (table) => {
         try {
@@ -80,6 +82,8 @@ export class AwsRouteTables {
           const rt = out.RouteTables?.[0];
           if (rt?.OwnerId) this.owners.set(table, rt.OwnerId);
           for (const r of rt?.Routes ?? []) {
+            if (r.GatewayId === "local" && r.DestinationCidrBlock)
+              result.local.push({ table, cidr: r.DestinationCidrBlock });
             const vip = r.DestinationCidrBlock?.endsWith("/32")
               ? r.DestinationCidrBlock.slice(0, -3)
               : undefined;

@@ -25,6 +25,8 @@ export interface RigOptions {
   vips: string[];
   pods: string[];
   tables?: number;
+  /** Route table ids configured besides the rig's (e.g. one that does not exist). */
+  extraTableIds?: string[];
   cloudRoutes?: Partial<NonNullable<LbConfigInput["cloudRoutes"]>>;
 }
 
@@ -76,7 +78,11 @@ export class AwsRouteRig {
       podCidr: "10.244.0.0/16",
       vipPools: [{ name: "web", cidr: `${vips[0]!.split(".").slice(0, 3).join(".")}.0/24` }],
       dataPlane: { mode: "nftables" },
-      cloudRoutes: { cloud: "aws", routeTableIds: this.tables, ...this.o.cloudRoutes },
+      cloudRoutes: {
+        cloud: "aws",
+        routeTableIds: [...this.tables, ...(this.o.extraTableIds ?? [])],
+        ...this.o.cloudRoutes,
+      },
     };
     writeFileSync(join(this.dir, "config.json"), JSON.stringify(config));
     await this.core.createNamespace({ body: { metadata: { name: namespace } } });
