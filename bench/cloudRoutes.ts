@@ -5,7 +5,7 @@
 //   graceful  owner SIGTERMed (graceful stop) -> the same;
 //   steady    EC2 API calls per minute per pod while nothing changes (counted by a pass-through proxy).
 // The routes are polled every 20 ms, so each figure is at most ~20 ms + one DescribeRouteTables late.
-//   npm run bench:cloud-routes -- [--events 100] [--steady-s 120]
+//   npm run bench:cloud-routes -- [--events 100] [--steady-s 120] [--phases kill,graceful,steady]
 import { KubeConfig } from "@kubernetes/client-node";
 import { parseArgs } from "node:util";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -16,10 +16,15 @@ import { summarize } from "./lib/stats.ts";
 import { Teardown } from "./lib/teardown.ts";
 
 const { values } = parseArgs({
-  options: { events: { type: "string", default: "100" }, "steady-s": { type: "string", default: "120" } },
+  options: {
+    events: { type: "string", default: "100" },
+    "steady-s": { type: "string", default: "120" },
+    phases: { type: "string", default: "kill,graceful,steady" },
+  },
 });
 const EVENTS = Number(values.events);
 const STEADY_S = Number(values["steady-s"]);
+const PHASES = new Set(values.phases.split(","));
 const PODS = ["lb-a", "lb-b", "lb-c"];
 const VIPS = Array.from({ length: 12 }, (_, i) => `10.1.30.${i + 1}`);
 
@@ -60,25 +65,31 @@ async function main(): Promise<void> {
         await rig.stop(pod, signal);
         if (!(await rig.allRoutedToOwners(live, moved, 30_000))) fail(`${signal} #${i}: VIPs never moved`);
         samples.push((performance.now() - t0) / 1000);
+        // Every sample on stderr as it comes: a run that fails later still tells what it measured.
+        progress(`${signal} #${i} ${pod}: ${samples.at(-1)!.toFixed(3)} s`);
         start(pod);
         if (!(await rig.allRoutedToOwners(PODS, VIPS, 60_000))) fail(`${signal} #${i}: no return`);
-        if ((i + 1) % 10 === 0) progress(`${signal}: ${i + 1}/${EVENTS}`);
       }
       return samples;
     };
     const round = (x: ReturnType<typeof summarize>) =>
       Object.fromEntries(Object.entries(x).map(([key, v]) => [key, Math.round(v * 1000) / 1000]));
     // Each phase's figures are printed as it ends (a long run stopped later keeps them).
-    progress(`SIGKILL x ${EVENTS}`);
-    const kill = round(summarize(await failover("SIGKILL")));
-    progress(`owner SIGKILL -> moved (s): ${JSON.stringify(kill)}`);
-    progress(`graceful stop x ${EVENTS}`);
-    const graceful = round(summarize(await failover("SIGTERM")));
-    progress(`graceful stop -> moved (s): ${JSON.stringify(graceful)}`);
-    progress(`steady state: counting EC2 calls for ${STEADY_S} s`);
-    await sleep(3_000);
+    const phase = async (signal: "SIGKILL" | "SIGTERM", name: string) => {
+      progress(`${name} x ${EVENTS}`);
+      const summary = round(summarize(await failover(signal)));
+      progress(`${name} -> moved (s): ${JSON.stringify(summary)}`);
+      return summary;
+    };
+    const kill = PHASES.has("kill") ? await phase("SIGKILL", "owner SIGKILL") : undefined;
+    const graceful = PHASES.has("graceful") ? await phase("SIGTERM", "graceful stop") : undefined;
     rig.proxy.calls.clear();
-    await sleep(STEADY_S * 1000);
+    if (PHASES.has("steady")) {
+      progress(`steady state: counting EC2 calls for ${STEADY_S} s`);
+      await sleep(3_000);
+      rig.proxy.calls.clear();
+      await sleep(STEADY_S * 1000);
+    }
     const steady = Object.fromEntries(rig.proxy.calls);
     const perPodPerMin =
       [...rig.proxy.calls.values()].reduce((a, b) => a + b, 0) / PODS.length / (STEADY_S / 60);

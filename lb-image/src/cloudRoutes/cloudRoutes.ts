@@ -82,7 +82,12 @@ export async function startCloudRoutes(o: CloudRoutesOptions): Promise<CloudRout
   const pools = o.config.vipPools.map((p) => p.cidr);
   const tables = new AwsRouteTables({
     // Our retries (retryPolicy.ts), not the SDK's: each is counted by cause.
-    ec2: new EC2Client({ region, maxAttempts: 1 }),
+    // A hung request would stall the sync: the SDK sets no timeout of its own.
+    ec2: new EC2Client({
+      region,
+      maxAttempts: 1,
+      requestHandler: { requestTimeout: 10_000, connectionTimeout: 3_000 },
+    }),
     region,
     tableIds: settings.routeTableIds ?? [],
     isVip: (ip) => pools.some((c) => cidrContains(c, ip)),

@@ -9,6 +9,19 @@ import { MicroTime, decide, heldLeaseSpec } from "../controller/leaderElection.t
 /** Of the duration, the part kept back for clock skew between the pods and the API server. */
 const SKEW_MARGIN = 0.2;
 
+/**
+ * Gives up waiting on an API call after `ms`: the generated client sets no timeout, and one request
+ * hung on an overloaded API server would stall the renewals of every Lease. A late answer is
+ * ignored (fencing counts from the request's start, so it never extends what this pod may do).
+ */
+function bounded<T>(call: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`Lease call got no answer in ${ms} ms`)), ms);
+  });
+  return Promise.race([call, timeout]).finally(() => clearTimeout(timer));
+}
+
 export interface FencedLeasesOptions {
   api: CoordinationV1Api;
   namespace: string;
@@ -23,6 +36,11 @@ export class FencedLeases {
 
   constructor(o: FencedLeasesOptions) {
     this.o = o;
+  }
+
+  /** No API call may take longer than the part of a Lease's duration a holder may act on. */
+  private callMs(): number {
+    return this.o.durationS * 1000 * (1 - SKEW_MARGIN);
   }
 
   /** True while this pod holds the Lease and may act on it. */
@@ -46,7 +64,7 @@ export class FencedLeases {
     const started = Date.now();
     let lease: V1Lease | undefined;
     try {
-      lease = await api.readNamespacedLease({ name, namespace });
+      lease = await bounded(api.readNamespacedLease({ name, namespace }), this.callMs());
     } catch (err) {
       if ((err as { code?: number }).code !== 404) throw err;
     }
@@ -59,8 +77,13 @@ export class FencedLeases {
     const spec = heldLeaseSpec(lease, decision, identity, durationS, now);
     const metadata = { ...(lease?.metadata ?? { name, namespace }), ...meta };
     try {
-      if (!lease) await api.createNamespacedLease({ namespace, body: { metadata, spec } });
-      else await api.replaceNamespacedLease({ name, namespace, body: { metadata, spec } });
+      if (!lease)
+        await bounded(api.createNamespacedLease({ namespace, body: { metadata, spec } }), this.callMs());
+      else
+        await bounded(
+          api.replaceNamespacedLease({ name, namespace, body: { metadata, spec } }),
+          this.callMs(),
+        );
     } catch (err) {
       // 409: another pod wrote it between our read and write; it won this round.
       if ((err as { code?: number }).code === 409) {
@@ -82,7 +105,7 @@ export class FencedLeases {
     this.validUntil.delete(name);
     let lease: V1Lease;
     try {
-      lease = await api.readNamespacedLease({ name, namespace });
+      lease = await bounded(api.readNamespacedLease({ name, namespace }), this.callMs());
     } catch (err) {
       if ((err as { code?: number }).code === 404) return;
       throw err;
@@ -90,7 +113,7 @@ export class FencedLeases {
     if (lease.spec?.holderIdentity !== identity) return;
     lease.spec.holderIdentity = undefined;
     try {
-      await api.replaceNamespacedLease({ name, namespace, body: lease });
+      await bounded(api.replaceNamespacedLease({ name, namespace, body: lease }), this.callMs());
     } catch (err) {
       if ((err as { code?: number }).code !== 409) throw err;
     }
