@@ -16,6 +16,7 @@ here=$(dirname "${BASH_SOURCE[0]}")
 . "$here/bootstrap/nginx.sh"
 . "$here/bootstrap/dockerRegistry.sh"
 . "$here/bootstrap/ipvsGuest.sh"
+. "$here/bootstrap/moto.sh"
 . "$here/bootstrap/npm.sh"
 . "$here/bootstrap/images.sh"
 
@@ -42,6 +43,7 @@ install_bird
 install_nginx
 install_docker_registry
 install_ipvs_guest
+install_moto
 install_pulumi_plugins
 install_npm_dependencies
 install_images

@@ -12,6 +12,7 @@ runProcess(LB_COMMANDS.controller, async ({ config, kubeconfig, log }) => {
     namespace: process.env.POD_NAMESPACE ?? "portable-lb-system",
     identity: process.env.POD_NAME ?? hostname(),
     ...(process.env.POD_UID && { podUid: process.env.POD_UID }),
+    ...(process.env.NODE_NAME && { nodeName: process.env.NODE_NAME }),
     // The downward API gives both (see the pod spec); without them there is nothing to announce.
     ...(process.env.POD_IP &&
       process.env.HOST_IP && {

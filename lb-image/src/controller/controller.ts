@@ -13,6 +13,7 @@ import { ControllerPresence } from "../bgp/controllerPresence.ts";
 import type { BirdClients } from "../bgp/birdControl.ts";
 import { SessionMonitor } from "../bgp/sessionMonitor.ts";
 import { SpeakerControl } from "../bgp/speakerControl.ts";
+import { startCloudRoutes } from "../cloudRoutes/cloudRoutes.ts";
 import { chooseEngine } from "../dataplane/chooseEngine.ts";
 import type { DataPlaneEngine } from "../dataplane/engine.ts";
 import { withPrefix } from "../dataplane/exec.ts";
@@ -58,6 +59,8 @@ export interface ControllerOptions {
   identity: string;
   /** Its pod's uid, which Events on the pod need to show in `kubectl describe`. */
   podUid?: string;
+  /** The Node it runs on: cloud-routes mode finds its instance from the Node's providerID. */
+  nodeName?: string;
   /** Run the kernel tools through a prefix (e.g. `ip netns exec NS`); in the pod, none. */
   commandPrefix?: string[];
   engine?: DataPlaneEngine;
@@ -179,6 +182,21 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
       report: (problems) => events.report(problems),
       ...(o.announcerTiming && { timing: o.announcerTiming }),
     });
+  // cloud-routes mode: the cloud's route tables point each VIP at a live LB pod's instance.
+  const routes =
+    o.config.routingMode === "cloud-routes"
+      ? await startCloudRoutes({
+          config: o.config,
+          kubeconfig: o.kubeconfig,
+          log: o.log,
+          namespace: o.namespace,
+          identity: o.identity,
+          nodeName: o.nodeName ?? "",
+          pod,
+          registry: metrics.registry,
+          report: (items, type) => events.report(items, type),
+        })
+      : undefined;
   const reconciler = new Reconciler({
     config: o.config,
     view: watch,
@@ -195,6 +213,7 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
     isLeader: () => elector.isLeader,
     health,
     ...(announcer && { announce: (vips: string[]) => announcer.setCandidates(vips) }),
+    ...(routes && { announce: (vips: string[]) => routes.setVips(vips, watch.services()) }),
   });
   // In the pod, Prometheus scrapes the metrics port and the kubelet probes the health port; a test
   // that picks its own port gets everything there.
@@ -241,6 +260,8 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
     server,
     elector,
     async stop() {
+      // Hands this pod's VIPs to the other LB pods first, so they move at once.
+      await routes?.stop();
       // The reconciler keeps applying backend changes while the pod drains.
       await drainConnections();
       reconciler.stop();

@@ -34,6 +34,24 @@ export function decide(lease: V1Lease | undefined, me: string, now: Date): Lease
   return expired ? "acquire" : "follow";
 }
 
+/** The spec a holder writes when it acquires or renews `lease` (undefined: not created yet). */
+export function heldLeaseSpec(
+  lease: V1Lease | undefined,
+  decision: Exclude<LeaseDecision, "follow">,
+  identity: string,
+  durationS: number,
+  now: MicroTime,
+) {
+  return {
+    holderIdentity: identity,
+    leaseDurationSeconds: durationS,
+    renewTime: now,
+    acquireTime:
+      decision === "renew" && lease?.spec?.acquireTime ? new MicroTime(lease.spec.acquireTime) : now,
+    leaseTransitions: (lease?.spec?.leaseTransitions ?? 0) + (decision === "acquire" && lease ? 1 : 0),
+  };
+}
+
 export interface ElectorOptions {
   api: CoordinationV1Api;
   namespace: string;
@@ -117,14 +135,7 @@ export class LeaderElector {
     const now = new MicroTime();
     const decision = decide(lease, identity, now);
     if (decision === "follow") return false;
-    const spec = {
-      holderIdentity: identity,
-      leaseDurationSeconds: this.timing.leaseDurationS,
-      renewTime: now,
-      acquireTime:
-        decision === "renew" && lease?.spec?.acquireTime ? new MicroTime(lease.spec.acquireTime) : now,
-      leaseTransitions: (lease?.spec?.leaseTransitions ?? 0) + (decision === "acquire" && lease ? 1 : 0),
-    };
+    const spec = heldLeaseSpec(lease, decision, identity, this.timing.leaseDurationS, now);
     try {
       if (!lease)
         await api.createNamespacedLease({ namespace, body: { metadata: { name, namespace }, spec } });

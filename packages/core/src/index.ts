@@ -3,6 +3,7 @@
 export * from "./config/index.ts";
 export * from "./app/index.ts";
 export * from "./bgp/index.ts";
+export * from "./cloudRoutes/index.ts";
 export * from "./cluster/index.ts";
 export * from "./flannel/index.ts";
 export * from "./loadBalancer/index.ts";

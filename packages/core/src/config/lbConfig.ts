@@ -27,15 +27,28 @@ export const lbBgpSchema = z.object({
   passwordFile: z.string().optional(),
 });
 
-export const lbCloudRoutesSchema = z.object({
-  cloud: z.enum(["aws", "gcp"]),
-  /** AWS: the route tables to point VIPs at this LB in. */
-  routeTableIds: z
-    .array(z.string().regex(/^rtb-[0-9a-f]+$/, { error: "must be an AWS route table id like rtb-0123abcd" }))
-    .optional(),
-  /** GCP: the VPC network name the routes go into. */
-  network: z.string().optional(),
-});
+export const lbCloudRoutesSchema = z
+  .object({
+    cloud: z.enum(["aws", "gcp"]),
+    /** AWS: the route tables to point VIPs at this LB in. */
+    routeTableIds: z
+      .array(
+        z.string().regex(/^rtb-[0-9a-f]+$/, { error: "must be an AWS route table id like rtb-0123abcd" }),
+      )
+      .optional(),
+    /** GCP: the VPC network name the routes go into. */
+    network: z.string().optional(),
+    // Ownership Leases (lb-image/src/cloudRoutes/routeLeases.ts): a crashed LB pod's VIPs move within
+    // about leaseDurationS; holders renew every renewMs; the route tables are re-read every resyncS.
+    leaseDurationS: z.number().int().min(2).max(60).default(3),
+    renewMs: z.number().int().min(100).max(10_000).default(1_000),
+    resyncS: z.number().int().min(10).max(3_600).default(60),
+  })
+  .refine((c) => c.renewMs * 2 <= c.leaseDurationS * 1000, {
+    path: ["renewMs"],
+    error:
+      "must be at most half of leaseDurationS (in ms), or a holder could lose its Lease between two renewals",
+  });
 
 export const lbConfigSchema = z
   .object({

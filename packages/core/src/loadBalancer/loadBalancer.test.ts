@@ -199,6 +199,23 @@ describe("LoadBalancer", () => {
     expect(pod.volumes.map((v: { name: string }) => v.name)).toEqual(["config", "tmp"]);
   });
 
+  it("grants cloud-routes mode only reading Nodes and watching its Leases on top", async () => {
+    new LoadBalancer("lb", { config: cloudConfig, replicas: 2 });
+    await settled();
+    expect(one("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole").rules).toContainEqual({
+      apiGroups: [""],
+      resources: ["nodes"],
+      verbs: ["get"],
+    });
+    const role = byType("kubernetes:rbac.authorization.k8s.io/v1:Role").find(
+      (r) => r.inputs.metadata.name === "portable-lb-controller",
+    )!;
+    expect(role.inputs.rules).toEqual([
+      { apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["get", "create", "update"] },
+      { apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["list", "watch"] },
+    ]);
+  });
+
   it("renders a config the controller's schema parses back to the same value", async () => {
     const lb = new LoadBalancer("lb", {
       image: IMAGE,

@@ -11,7 +11,12 @@ import { LB_PATHS } from "../config/lbImage.ts";
 import { lbImageRef } from "../config/lbImageRef.ts";
 import { DEFAULT_LB_NODE_SELECTOR, LB_APP_LABEL, lbPodSpec } from "./podSpec.ts";
 import { NodeAgent } from "./nodeAgent.ts";
-import { LB_CLUSTER_RULES, LB_NAMESPACE_RULES } from "./rbac.ts";
+import {
+  LB_CLOUD_ROUTES_CLUSTER_RULES,
+  LB_CLOUD_ROUTES_NAMESPACE_RULES,
+  LB_CLUSTER_RULES,
+  LB_NAMESPACE_RULES,
+} from "./rbac.ts";
 import { serviceAccountWithRole } from "./serviceAccountWithRole.ts";
 
 export const DEFAULT_LB_NAMESPACE = "portable-lb-system";
@@ -92,17 +97,21 @@ export class LoadBalancer extends pulumi.ComponentResource {
     );
     this.namespace = ns.name;
     const inNs = { namespace: ns.name, labels };
+    const cloudRoutes = parsed.routingMode === "cloud-routes";
 
     ({ serviceAccount: this.serviceAccount, role: this.role } = serviceAccountWithRole(
       name,
       NAME,
       inNs,
-      LB_NAMESPACE_RULES,
+      [...LB_NAMESPACE_RULES, ...(cloudRoutes ? LB_CLOUD_ROUTES_NAMESPACE_RULES : [])],
       child,
     ));
     this.clusterRole = new k8s.rbac.v1.ClusterRole(
       `${name}-clusterrole`,
-      { metadata: { name: NAME, labels }, rules: LB_CLUSTER_RULES },
+      {
+        metadata: { name: NAME, labels },
+        rules: [...LB_CLUSTER_RULES, ...(cloudRoutes ? LB_CLOUD_ROUTES_CLUSTER_RULES : [])],
+      },
       child,
     );
     new k8s.rbac.v1.ClusterRoleBinding(

@@ -17,6 +17,16 @@ export const LB_NAMESPACE_RULES: PolicyRule[] = [
   { apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["get", "create", "update"] },
 ];
 
+/** routingMode cloud-routes adds, cluster-wide: reading its Node (whose providerID names its instance). */
+export const LB_CLOUD_ROUTES_CLUSTER_RULES: PolicyRule[] = [
+  { apiGroups: [""], resources: ["nodes"], verbs: ["get"] },
+];
+
+/** routingMode cloud-routes adds, in its namespace: watching the member and VIP Leases it coordinates by. */
+export const LB_CLOUD_ROUTES_NAMESPACE_RULES: PolicyRule[] = [
+  { apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["list", "watch"] },
+];
+
 /** The node agent, in the LB namespace only: it reads the LB pods (to route VIPs to its node's one). */
 export const NODE_AGENT_RULES: PolicyRule[] = [
   { apiGroups: [""], resources: ["pods"], verbs: ["get", "list", "watch"] },

@@ -1,0 +1,6 @@
+export {
+  GCP_CLOUD_ROUTES_PERMISSIONS,
+  awsCloudRoutesPolicy,
+  gcpCloudRoutesRole,
+  type AwsPolicyDocument,
+} from "./cloudIam.ts";
