@@ -200,7 +200,7 @@ describe("LoadBalancer", () => {
   });
 
   it("grants cloud-routes mode only reading Nodes and watching its Leases on top", async () => {
-    new LoadBalancer("lb", { config: cloudConfig, replicas: 2 });
+    new LoadBalancer("lb", { config: cloudConfig, replicas: 2, image: IMAGE });
     await settled();
     expect(one("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole").rules).toContainEqual({
       apiGroups: [""],
