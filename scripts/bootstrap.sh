@@ -18,7 +18,6 @@ here=$(dirname "${BASH_SOURCE[0]}")
 . "$here/bootstrap/ipvsGuest.sh"
 . "$here/bootstrap/moto.sh"
 . "$here/bootstrap/npm.sh"
-. "$here/bootstrap/images.sh"
 
 mkdir -p "$PLB_TOOLS" "$PLB_LOGS" "$PULUMI_HOME"
 command -v go >/dev/null || die "Go is not installed; install Go >= 1.26 (the tools are built from the Go module proxy) and rerun."

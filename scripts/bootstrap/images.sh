@@ -1,7 +1,7 @@
 # The OCI images we build (scripts/image/ociImage.sh), for the tests and the lab: the pause image
 # (the kubelets' pod sandbox) and the LB image (lb-image/image/build.sh, which caches its own build
-# keyed by its inputs). Sourced by bootstrap.sh, after the npm dependencies (the LB image's
-# application is compiled from them).
+# keyed by its inputs). Sourced by toolenv.sh (which names the pause image for the lab); bootstrap.sh
+# calls install_images after the npm dependencies (the LB image's application is compiled from them).
 
 PAUSE_IMAGE_SOURCES=(scripts/image/pause scripts/image/ociImage.sh)
 # The pause image's cache key: a hash of its sources and the node version whose pause it packs.
