@@ -6,6 +6,7 @@ import {
   instancesRoot,
   killControlPlaneNow,
   labsRoot,
+  liveStackScopes,
   reapStale,
   reapStaleLabs,
   reapStaleNodeCgroups,
@@ -20,7 +21,9 @@ export default async function globalSetup(): Promise<void> {
   mkdirSync(root, { recursive: true });
   // What a killed earlier run left: control planes, network-namespace labs, and the pods of their
   // real nodes (in their own pod namespaces, under the nodes' cgroups).
-  const labLive = (id: string) => existsSync(join(labsRoot(), `${id}.json`));
+  // A netns lab lives while its record does; a lab stack (npm run lab) while its folder does.
+  const stacks = liveStackScopes();
+  const labLive = (id: string) => existsSync(join(labsRoot(), `${id}.json`)) || stacks.includes(id);
   for (const line of [
     ...(await reapStale(root)),
     ...(await reapStaleLabs()),

@@ -20,6 +20,7 @@ export {
 } from "./stackEnvironment.ts";
 export { curlSpread, routerNextHops } from "./labReport.ts";
 export { controlPlaneDir, labDir, labNamespace } from "./ops/fabric.ts";
+export { layoutOf as labNodeLayout, liveStackScopes } from "./ops/node.ts";
 export {
   instancesRoot,
   killControlPlaneNow,
@@ -60,7 +61,5 @@ export { nodeLayout, NodeLayoutError, type NodeLayout } from "./node/nodeLayout.
 export { writeNodeCredentials } from "./node/nodeCredentials.ts";
 export { cgroupPids, reapStaleNodeCgroups } from "./node/nodeCgroups.ts";
 export { KUBELET_KERNEL_SETTINGS } from "./node/nodeMountNamespace.ts";
-export { pauseImage, type PauseImage } from "./node/pauseImage.ts";
+export { labImage, labNodeImages, type LabImage, type LabImageName } from "./node/labImages.ts";
 export type { Taint } from "./node/kubeletConfig.ts";
-// Stand-in until the project's image builder is merged (see the file).
-export { buildOciImage, type OciImageSpec } from "./node/ociImage.ts";

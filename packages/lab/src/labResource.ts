@@ -5,7 +5,9 @@
 //
 // Inputs are one `spec` (plain data). A changed spec replaces the piece (delete first: the names
 // and addresses are the same); so does a piece found dead on the next `up` (its daemons gone after
-// a reboot, say), which is how a second `up` repairs the lab instead of trusting stale state.
+// a reboot, say), which is how a second `up` repairs the lab instead of trusting stale state. A piece
+// whose ops can heal it (a node's dead kubelet, the control plane's dead etcd) is updated in place
+// instead, so nothing that depends on it is remade.
 import * as pulumi from "@pulumi/pulumi";
 import type * as nodeUtil from "node:util";
 import { extname, join } from "node:path";
@@ -15,6 +17,10 @@ export interface LabOps<Spec, State> {
   create(spec: Spec): Promise<State>;
   /** Whether the piece still exists and runs; false makes the next `up` replace it. */
   healthy(spec: Spec, state: State): boolean | Promise<boolean>;
+  /** Whether a piece that is not healthy can be healed in place (heal), rather than made afresh. */
+  healable?(spec: Spec, state: State): boolean | Promise<boolean>;
+  /** Restarts what died in place, keeping everything that depends on the piece as it is. */
+  heal?(spec: Spec, state: State): Promise<State>;
   /** Removes everything `create` made; idempotent, and fine with a half-made piece. */
   remove(spec: Spec, state: State | undefined): void | Promise<void>;
 }
@@ -44,8 +50,15 @@ function provider(module: string): pulumi.dynamic.ResourceProvider {
     async diff(_id: string, olds: Props, news: Props) {
       if (!same(olds.spec, news.spec))
         return { changes: true, replaces: ["spec"], deleteBeforeReplace: true };
-      const healthy = await load().healthy(olds.spec, olds.state);
-      return healthy ? { changes: false } : { changes: true, replaces: ["state"], deleteBeforeReplace: true };
+      const ops = load();
+      if (await ops.healthy(olds.spec, olds.state)) return { changes: false };
+      // An update heals in place; a replacement would remake everything that depends on the piece.
+      if (ops.heal && (await ops.healable?.(olds.spec, olds.state))) return { changes: true };
+      return { changes: true, replaces: ["state"], deleteBeforeReplace: true };
+    },
+    async update(_id: string, olds: Props, news: Props) {
+      const state = await load().heal!(news.spec, olds.state);
+      return { outs: { spec: news.spec, state } };
     },
     async delete(_id: string, props: Props) {
       await load().remove(props.spec, props.state);

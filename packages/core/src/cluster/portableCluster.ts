@@ -100,7 +100,11 @@ export class PortableCluster extends pulumi.ComponentResource {
     });
 
     this.kubeconfig = pulumi.secret(pulumi.output(env.kubeconfig));
-    this.provider = new k8s.Provider(`${name}-k8s`, { kubeconfig: this.kubeconfig }, { parent: this });
+    this.provider = new k8s.Provider(
+      `${name}-k8s`,
+      { kubeconfig: this.kubeconfig },
+      { parent: this, ...(env.dependsOn && { dependsOn: env.dependsOn }) },
+    );
     const child = { parent: this, provider: this.provider };
 
     this.flannel = new Flannel(
@@ -111,6 +115,7 @@ export class PortableCluster extends pulumi.ComponentResource {
         ...(args.flannel?.backend !== undefined && { backend: args.flannel.backend }),
         ...(args.flannel?.vxlan && { vxlan: args.flannel.vxlan }),
         ...(args.flannel?.version && { version: args.flannel.version }),
+        ...(env.flannelImage && { image: env.flannelImage }),
         ...(args.skipAwait && { skipAwait: true }),
       },
       child,
