@@ -211,6 +211,28 @@ describe("the lab: npm run lab's stack, end to end", () => {
   );
 
   it(
+    "heals a dead kubelet, containerd and etcd in place on the next up, replacing nothing",
+    async () => {
+      requireUp();
+      const kill = async (pattern: string) => {
+        const pid = Number((await execCommand("pgrep", ["-f", "-o", "--", pattern])).stdout.trim());
+        expect(pid).toBeGreaterThan(0);
+        process.kill(pid, "SIGKILL");
+      };
+      await kill(`--root-dir=${labNodeLayout(plan, "lb2").kubeletRoot}`);
+      await kill(`containerd --config ${labNodeLayout(plan, "worker3").containerdConfig}`);
+      await kill(`etcd --name=portable-lb --data-dir=${join(controlPlaneDir(plan), "etcd")}`);
+      const again = await stack.stack.up(within(STEP_MS));
+      expect(again.summary.result).toBe("succeeded");
+      // The three pieces updated in place; nothing created, deleted or replaced.
+      expect(again.summary.resourceChanges).toEqual({ same: expect.any(Number), update: 3 });
+      expect(await hopsBecome(plan, vip, lbNodeIps())).toEqual(lbNodeIps());
+      expect((await curlSpread(plan, vip, 30)).failed).toBe(0);
+    },
+    STEP_MS,
+  );
+
+  it(
     "follows the LB pods from 3 to 1 and back to 3 in the router's route",
     async () => {
       requireUp();

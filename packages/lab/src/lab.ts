@@ -11,7 +11,7 @@ import {
 } from "@portable-lb/core";
 import * as pulumi from "@pulumi/pulumi";
 import { builtLbImage } from "./builtLbImage.ts";
-import { labImage } from "./node/labImages.ts";
+import { labImage, labNodeImages } from "./node/labImages.ts";
 import { labPlan, type LabEnvironmentConfig, type LabPlan } from "./labPlan.ts";
 import { LabResource } from "./labResource.ts";
 import type { ControlPlaneState } from "./ops/controlPlane.ts";
@@ -63,6 +63,7 @@ export class Lab extends pulumi.ComponentResource {
             node: node.name,
             controlPlane: controlPlane.state.instance,
             adminKubeconfig: controlPlane.state.kubeconfigFile,
+            images: labNodeImages().map((i) => i.archive),
           },
           child,
         ),

@@ -17,10 +17,13 @@ export interface LabOps<Spec, State> {
   create(spec: Spec): Promise<State>;
   /** Whether the piece still exists and runs; false makes the next `up` replace it. */
   healthy(spec: Spec, state: State): boolean | Promise<boolean>;
-  /** Whether a piece that is not healthy can be healed in place (heal), rather than made afresh. */
-  healable?(spec: Spec, state: State): boolean | Promise<boolean>;
-  /** Restarts what died in place, keeping everything that depends on the piece as it is. */
-  heal?(spec: Spec, state: State): Promise<State>;
+  /**
+   * Whether `update` can bring the piece to `news` in place (heal what died, apply a changed spec)
+   * rather than by making it afresh; without `update`, every change replaces.
+   */
+  updatable?(olds: Spec, news: Spec, state: State): boolean | Promise<boolean>;
+  /** Brings the piece to `spec` in place, keeping everything that depends on it as it is. */
+  update?(olds: Spec, spec: Spec, state: State): Promise<State>;
   /** Removes everything `create` made; idempotent, and fine with a half-made piece. */
   remove(spec: Spec, state: State | undefined): void | Promise<void>;
 }
@@ -48,16 +51,15 @@ function provider(module: string): pulumi.dynamic.ResourceProvider {
       return { id: `${Date.now().toString(36)}`, outs: { spec: inputs.spec, state } };
     },
     async diff(_id: string, olds: Props, news: Props) {
-      if (!same(olds.spec, news.spec))
-        return { changes: true, replaces: ["spec"], deleteBeforeReplace: true };
       const ops = load();
-      if (await ops.healthy(olds.spec, olds.state)) return { changes: false };
-      // An update heals in place; a replacement would remake everything that depends on the piece.
-      if (ops.heal && (await ops.healable?.(olds.spec, olds.state))) return { changes: true };
-      return { changes: true, replaces: ["state"], deleteBeforeReplace: true };
+      const changed = !same(olds.spec, news.spec);
+      if (!changed && (await ops.healthy(olds.spec, olds.state))) return { changes: false };
+      // An update works in place; a replacement would remake everything that depends on the piece.
+      if (ops.update && (await ops.updatable?.(olds.spec, news.spec, olds.state))) return { changes: true };
+      return { changes: true, replaces: [changed ? "spec" : "state"], deleteBeforeReplace: true };
     },
     async update(_id: string, olds: Props, news: Props) {
-      const state = await load().heal!(news.spec, olds.state);
+      const state = await load().update!(olds.spec, news.spec, olds.state);
       return { outs: { spec: news.spec, state } };
     },
     async delete(_id: string, props: Props) {

@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { execCommand } from "../netns/netnsLab.ts";
 import {
   commandLine,
+  findByMarker,
   lastLines,
   requireCommand,
   runs,
@@ -161,13 +162,7 @@ export class KubeletNode {
       200,
     );
     if (!up) throw this.#failed("containerd", "did not answer on its socket within 30 s");
-    for (const archive of spec.images) {
-      const r = await this.#ctr(["images", "import", archive], 300_000);
-      if (r.code !== 0)
-        throw new KubeletNodeError(
-          `node ${layout.name}: 'ctr images import ${archive}' failed: ${r.stderr.trim()}`,
-        );
-    }
+    await this.importImages(spec.images);
 
     const labels = Object.entries(spec.labels ?? {}).map(([k, v]) => `${k}=${v}`);
     await this.#spawn(
@@ -191,6 +186,17 @@ export class KubeletNode {
       [`--config=${layout.kubeProxyConfig}`],
       `--config=${layout.kubeProxyConfig}`,
     );
+  }
+
+  /** Imports OCI archives into the node's containerd, under the names they carry (what pods use). */
+  async importImages(archives: string[]): Promise<void> {
+    for (const archive of archives) {
+      const r = await this.#ctr(["images", "import", archive], 300_000);
+      if (r.code !== 0)
+        throw new KubeletNodeError(
+          `node ${this.layout.name}: 'ctr images import ${archive}' failed: ${r.stderr.trim()}`,
+        );
+    }
   }
 
   /** `ctr` against the node's containerd, in the namespace the CRI plugin uses. */
@@ -251,7 +257,15 @@ export class KubeletNode {
         `node ${this.layout.name}: its mount namespace is gone; make the node afresh`,
       );
     const dead = this.processes.filter((p) => p.name !== "mount-namespace" && !runs(p.pid, p.marker));
+    // The kubelet refuses to start without its cgroup root, which a stale-lab reaper may have taken.
+    if (dead.length) createCgroupRoot(this.layout.cgroupRoot);
     for (const p of dead) {
+      // One restarted by an earlier repair that was never recorded (it failed later) is adopted.
+      const orphan = findByMarker(p.marker);
+      if (orphan !== undefined) {
+        p.pid = orphan;
+        continue;
+      }
       p.pid = startDaemon({ name: p.name, command: p.argv[0]!, args: p.argv.slice(1), logFile: p.logFile });
       await waitUntil(() => (commandLine(p.pid) ?? "").includes(p.marker) || !runs(p.pid, ""), 5_000, 20);
       if (this.#exited(p.name)) throw this.#failed(p.name, "exited during its restart");

@@ -5,11 +5,12 @@
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { extname, join } from "node:path";
+import { isDeepStrictEqual } from "node:util";
 import { readState, START_ORDER, stopControlPlane, writeState } from "../controlPlane/controlPlane.ts";
 import { API_PORT, type LabPlan } from "../labPlan.ts";
 import { stopRecorded, type ProcessRecord } from "../netns/netnsLab.ts";
 import { freePort } from "../ports.ts";
-import { runs, startDaemon, waitUntil } from "../processes.ts";
+import { findByMarker, runs, startDaemon, waitUntil } from "../processes.ts";
 import { controlPlaneDir, labDir, labNamespace, namespaceExists } from "./fabric.ts";
 import { connectsTo } from "./probes.ts";
 
@@ -98,10 +99,15 @@ export async function healthy({ plan }: ControlPlaneSpec, state: ControlPlaneSta
   );
 }
 
-/** Whether heal() can bring it back: its namespace, state and forwarders are there. */
-export async function healable({ plan }: ControlPlaneSpec, state: ControlPlaneState): Promise<boolean> {
+/** Whether update() can heal it: the same spec, and its namespace, state and forwarders are there. */
+export async function updatable(
+  olds: ControlPlaneSpec,
+  { plan, network }: ControlPlaneSpec,
+  state: ControlPlaneState,
+): Promise<boolean> {
   const instance = await readState(controlPlaneDir(plan));
   return (
+    isDeepStrictEqual(olds, { plan, network }) &&
     namespaceExists(plan.controlPlane.netns) &&
     instance !== undefined &&
     state.forwarders.every((f) => runs(f.pid, f.marker))
@@ -113,12 +119,22 @@ export async function healable({ plan }: ControlPlaneSpec, state: ControlPlaneSt
  * their namespace with their data, certificates and ports as before (what systemd or the kubelet's
  * static pods do for a kubeadm control plane); nodes, pods and the cluster's objects stay as they are.
  */
-export async function heal({ plan }: ControlPlaneSpec, state: ControlPlaneState): Promise<ControlPlaneState> {
+export async function update(
+  _olds: ControlPlaneSpec,
+  { plan }: ControlPlaneSpec,
+  state: ControlPlaneState,
+): Promise<ControlPlaneState> {
   const instance = (await readState(controlPlaneDir(plan)))!;
   const netns = `--net=/run/netns/${plan.controlPlane.netns}`;
   for (const name of START_ORDER) {
     const c = instance.components.find((x) => x.name === name);
     if (!c || runs(c.pid, instance.dir)) continue;
+    // One restarted by an earlier repair that was never recorded (it failed later) is adopted.
+    const orphan = findByMarker(c.argv.join(" "));
+    if (orphan !== undefined) {
+      c.pid = orphan;
+      continue;
+    }
     c.pid = startDaemon({ name, command: "nsenter", args: [netns, "--", ...c.argv], logFile: c.log });
     await writeState(instance);
     // Up for a moment, and the API server answering again, before the next one that needs it.

@@ -4,12 +4,13 @@
 // own Node and pods), kube-proxy as system:kube-proxy; both certificates come from the control
 // plane's CA.
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
+import { isDeepStrictEqual } from "node:util";
 import { LB_POD_SYSCTLS } from "@portable-lb/core";
 import { existsSync, mkdirSync, readdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { API_PORT, type LabNodePlan, type LabPlan } from "../labPlan.ts";
 import { KubeletNode, type NodeProcess } from "../node/kubeletNode.ts";
-import { labImage, labNodeImages } from "../node/labImages.ts";
+import { labImage } from "../node/labImages.ts";
 import { removeCgroupRoot } from "../node/nodeCgroups.ts";
 import { writeNodeCredentials } from "../node/nodeCredentials.ts";
 import { nodeLayout, type NodeLayout } from "../node/nodeLayout.ts";
@@ -31,6 +32,8 @@ export interface NodeSpec {
   controlPlane: string;
   /** This machine's admin kubeconfig file, to wait for the Node to be Ready. */
   adminKubeconfig: string;
+  /** The OCI archives its containerd imports (their paths name their builds). */
+  images: string[];
 }
 
 export interface NodeState {
@@ -79,7 +82,7 @@ export async function create(spec: NodeSpec): Promise<NodeState> {
     nodeIp: node.ip,
     clientCaFile: join(pkiDir, "ca.crt"),
     clusterCidr: plan.podCidr,
-    images: labNodeImages().map((i) => i.archive),
+    images: spec.images,
     sandboxImage: labImage("pause").ref,
     labels: node.labels,
     // As a user's LB nodes must (README): the LB pods forward in their own network namespace.
@@ -129,23 +132,33 @@ export function healthy(spec: NodeSpec, state: NodeState): boolean {
   );
 }
 
-/** Whether heal() can bring it back: its namespace and its mount namespace are there. */
-export function healable(spec: NodeSpec, state: NodeState): boolean {
-  const node = nodeOf(spec.plan, spec.node);
+/**
+ * Whether update() can bring the node to `news` in place: only its images changed (a rebuilt LB
+ * image, say), and its namespaces are there.
+ */
+export function updatable(olds: NodeSpec, news: NodeSpec, state: NodeState): boolean {
+  const node = nodeOf(news.plan, news.node);
   return (
+    isDeepStrictEqual({ ...olds, images: [] }, { ...news, images: [] }) &&
     namespaceExists(node.netns) &&
-    KubeletNode.attach(layoutOf(spec.plan, node.name), state.processes).healable()
+    KubeletNode.attach(layoutOf(news.plan, node.name), state.processes).healable()
   );
 }
 
-/** Restarts a dead containerd, kubelet or kube-proxy in place (the pods keep running), then waits for Ready. */
-export async function heal(spec: NodeSpec, state: NodeState): Promise<NodeState> {
+/**
+ * Restarts a dead containerd, kubelet or kube-proxy in place (the pods keep running), imports the
+ * images the node does not have yet, then waits for Ready.
+ */
+export async function update(olds: NodeSpec, spec: NodeSpec, state: NodeState): Promise<NodeState> {
   const kubelet = KubeletNode.attach(layoutOf(spec.plan, spec.node), state.processes);
   await kubelet.restartDead();
   if (!(await nodeReady(spec.adminKubeconfig, spec.node, kubelet)))
     throw new Error(
       `lab ${spec.plan.name}: node ${spec.node} was not Ready within ${READY_TIMEOUT_MS / 1000} s of its repair`,
     );
+  // A spec recorded before the images were part of it has none.
+  const had = (olds.images as string[] | undefined) ?? [];
+  await kubelet.importImages(spec.images.filter((i) => !had.includes(i)));
   return { processes: kubelet.processes };
 }
 
