@@ -53,16 +53,16 @@ async function main() {
       { provider: cluster.provider, dependsOn: [cluster] },
     );
 
+  // Outputs that do not apply are left out (Pulumi warns about each undefined one).
   return {
     kubeconfig: cluster.kubeconfig,
     loadBalancerClass: cluster.loadBalancerClass,
     vipPools: cluster.vipPools,
     routingMode: cluster.routingMode,
-    routerConfig: cluster.routerConfig,
-    routerAdvice: cluster.routerAdvice,
-    demoVip: demo?.vip,
+    ...(cluster.routerConfig && { routerConfig: cluster.routerConfig, routerAdvice: cluster.routerAdvice }),
+    ...(demo && { demoVip: demo.vip }),
     /** The lab's namespaces and addresses (for `npm run lab`'s report and the end-to-end test). */
-    labPlan: lab?.plan,
+    ...(lab && { labPlan: lab.plan }),
   };
 }
 
