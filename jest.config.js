@@ -31,6 +31,8 @@ module.exports = {
         "<rootDir>/lb-image/src/**/*.test.ts",
         "<rootDir>/lb-image/image/**/*.test.ts",
         "<rootDir>/test/harness/**/*.test.ts",
+        // The root program's own modules (stackInput.ts).
+        "<rootDir>/*.test.ts",
       ],
     },
     {

@@ -1,42 +1,11 @@
 import * as pulumi from "@pulumi/pulumi";
 import { installMocks, secretValue, settled, typeChain, valueOf } from "../../../../test/unit/pulumiMocks.ts";
-import type { ClusterEnvironment } from "../environment.ts";
 import type { Platform } from "../platform.ts";
+import { bgpArgs, env, network } from "../testing/clusterArgs.ts";
 import { PortableCluster, type PortableClusterArgs } from "./portableCluster.ts";
 
 const recorded = installMocks();
 beforeEach(() => (recorded.length = 0));
-
-const network = {
-  nodeCidr: "10.0.0.0/24",
-  podCidr: "10.244.0.0/16",
-  serviceCidr: "10.96.0.0/16",
-  vipPools: [{ name: "web", cidr: "10.1.1.0/24" }],
-};
-const env = (
-  platform: Platform,
-  routers?: string[],
-  extra: Partial<ClusterEnvironment> = {},
-): ClusterEnvironment => ({
-  kind: "kubeconfig",
-  platform,
-  kubeconfig: "apiVersion: v1\nkind: Config\n",
-  ...(routers && { bgp: { routers } }),
-  ...extra,
-});
-const bgpArgs = (platform: Platform): PortableClusterArgs => ({
-  environment: env(platform, ["10.0.0.1"]),
-  network,
-  loadBalancer: {
-    replicas: 3,
-    image: "registry.example/portable-lb/lb:1",
-    bgp: { asn: 64512 },
-    routeReflectors: [
-      { node: "rr1", address: "10.0.0.5" },
-      { node: "rr2", address: "10.0.0.6" },
-    ],
-  },
-});
 
 const ofType = (type: string) => recorded.filter((r) => r.type === type);
 const containers = () =>
@@ -205,7 +174,7 @@ describe("PortableCluster", () => {
     [
       "BGP mode without upstream routers",
       (a) => (a.environment = env("onprem")),
-      "environment.bgp.routers: bgp routing needs at least one upstream router to peer with (got []); add the router addresses your network team gives you",
+      "environment.bgp.routers: bgp routing needs at least one upstream router to peer with (not set); add the router addresses your network team gives you",
     ],
     [
       "cloud routes on premises",
@@ -215,7 +184,7 @@ describe("PortableCluster", () => {
     [
       "BGP without an ASN",
       (a) => (a.loadBalancer.bgp = undefined),
-      "loadBalancer.bgp.asn: must be a number (got nothing)",
+      "loadBalancer.bgp.asn: is required for bgp routing; use a private ASN in 64512-65534 or 4200000000-4294967294 (not set)",
     ],
     [
       "an ASN out of range",
