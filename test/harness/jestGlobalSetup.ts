@@ -19,8 +19,11 @@ export default async function globalSetup(): Promise<void> {
   const root = instancesRoot();
   mkdirSync(root, { recursive: true });
   // What a killed earlier run left: control planes, network-namespace labs, and the pods of their
-  // real nodes (in their own pod namespaces, under the nodes' cgroups).
-  const labLive = (id: string) => existsSync(join(labsRoot(), `${id}.json`));
+  // real nodes (in their own pod namespaces, under the nodes' cgroups). Only network-namespace labs'
+  // nodes (scope: a lab id, newLabId's "pl" and 4 characters): another kind of lab on this machine,
+  // such as `npm run lab`'s stack (scope "stack<name>"), is its owner's to manage, not this run's.
+  const netnsLabId = /^pl[0-9a-z]{4}$/;
+  const labLive = (id: string) => !netnsLabId.test(id) || existsSync(join(labsRoot(), `${id}.json`));
   for (const line of [
     ...(await reapStale(root)),
     ...(await reapStaleLabs()),
