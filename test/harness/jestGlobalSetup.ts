@@ -6,7 +6,6 @@ import {
   instancesRoot,
   killControlPlaneNow,
   labsRoot,
-  liveStackScopes,
   reapStale,
   reapStaleLabs,
   reapStaleNodeCgroups,
@@ -20,10 +19,11 @@ export default async function globalSetup(): Promise<void> {
   const root = instancesRoot();
   mkdirSync(root, { recursive: true });
   // What a killed earlier run left: control planes, network-namespace labs, and the pods of their
-  // real nodes (in their own pod namespaces, under the nodes' cgroups).
-  // A netns lab lives while its record does; a lab stack (npm run lab) while its folder does.
-  const stacks = liveStackScopes();
-  const labLive = (id: string) => existsSync(join(labsRoot(), `${id}.json`)) || stacks.includes(id);
+  // real nodes (in their own pod namespaces, under the nodes' cgroups). Only network-namespace labs'
+  // nodes (scope: a lab id, newLabId's "pl" and 4 characters): another kind of lab on this machine,
+  // such as `npm run lab`'s stack (scope "stack<name>"), is its owner's to manage, not this run's.
+  const netnsLabId = /^pl[0-9a-z]{4}$/;
+  const labLive = (id: string) => !netnsLabId.test(id) || existsSync(join(labsRoot(), `${id}.json`));
   for (const line of [
     ...(await reapStale(root)),
     ...(await reapStaleLabs()),

@@ -1,7 +1,6 @@
 // @portable-lb/lab: the whole system on this machine. The `lab` environment and the demo app as
 // Pulumi resources, and the pieces they are made of, which the tests and benchmarks drive directly:
-// the control plane, node namespaces, the router and the lab's client. The stand-in node agent's
-// internals have their own entry, @portable-lb/lab/agent.
+// the control plane, node namespaces (real Kubernetes nodes), the router and the lab's client.
 export { Lab, type LabArgs } from "./lab.ts";
 export {
   LAB_ROLE_LABEL,
@@ -20,7 +19,7 @@ export {
 } from "./stackEnvironment.ts";
 export { curlSpread, routerNextHops } from "./labReport.ts";
 export { controlPlaneDir, labDir, labNamespace } from "./ops/fabric.ts";
-export { layoutOf as labNodeLayout, liveStackScopes } from "./ops/node.ts";
+export { layoutOf as labNodeLayout } from "./ops/node.ts";
 export {
   instancesRoot,
   killControlPlaneNow,

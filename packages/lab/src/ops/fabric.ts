@@ -12,14 +12,9 @@ import {
   type ProcessRecord,
 } from "../netns/netnsLab.ts";
 
-/** Where lab stacks keep their folders, one per lab by name. */
-export function stackLabsRoot(): string {
-  return join(dirname(instancesRoot()), "labs");
-}
-
 /** Logs, credentials and node folders of a lab stack; removed with its network, the last piece. */
 export function labDir(plan: LabPlan): string {
-  return join(stackLabsRoot(), plan.name);
+  return join(dirname(instancesRoot()), "labs", plan.name);
 }
 
 /** The control plane's instance folder (the same place `npm run control-plane` uses). */

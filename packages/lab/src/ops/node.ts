@@ -6,7 +6,7 @@
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import { isDeepStrictEqual } from "node:util";
 import { LB_POD_SYSCTLS } from "@portable-lb/core";
-import { existsSync, mkdirSync, readdirSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { API_PORT, type LabNodePlan, type LabPlan } from "../labPlan.ts";
 import { KubeletNode, type NodeProcess } from "../node/kubeletNode.ts";
@@ -16,14 +16,7 @@ import { writeNodeCredentials } from "../node/nodeCredentials.ts";
 import { nodeLayout, type NodeLayout } from "../node/nodeLayout.ts";
 import { deleteNamespacesNow } from "../netns/netnsLab.ts";
 import { lastLines, runs, waitUntil } from "../processes.ts";
-import {
-  controlPlaneDir,
-  freshNamespace,
-  labDir,
-  namespaceExists,
-  plugIntoNodeNetwork,
-  stackLabsRoot,
-} from "./fabric.ts";
+import { controlPlaneDir, freshNamespace, labDir, namespaceExists, plugIntoNodeNetwork } from "./fabric.ts";
 
 export interface NodeSpec {
   plan: LabPlan;
@@ -53,12 +46,6 @@ function nodeOf(plan: LabPlan, name: string): LabNodePlan {
 /** The cgroup scope of a lab stack's nodes (a-z0-9 only: the reaper reads it back from cgroup names). */
 function stackScope(labName: string): string {
   return STACK_SCOPE_PREFIX + labName.replace(/[^a-z0-9]/g, "");
-}
-
-/** The cgroup scopes of the lab stacks on this machine (their nodes' pods must survive the reapers). */
-export function liveStackScopes(): string[] {
-  const root = stackLabsRoot();
-  return existsSync(root) ? readdirSync(root).map(stackScope) : [];
 }
 
 export function layoutOf(plan: LabPlan, name: string): NodeLayout {
