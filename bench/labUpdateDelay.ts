@@ -2,7 +2,7 @@
 // takes to follow LB pods that Kubernetes removes and recreates. Each event deletes one LB pod, as
 // a rollout or an eviction does (its preStop withdraws, then it stops), and times, from the
 // deletion, the router dropping that pod's node from the VIP's route (leave), and then, from
-// that moment, its replacement bringing the node back (join: scheduling, the agent starting the
+// that moment, its replacement bringing the node back (join: scheduling, the kubelet starting the
 // containers, the controller's sync, BGP).
 //
 //   npm run lab && npm run --silent lab -- outputs | npm run bench:lab-delay -- [--events 30] [--out DIR]

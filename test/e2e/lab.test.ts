@@ -4,7 +4,10 @@
 // backends, BFD is Up between the router, the reflectors and every LB speaker (their pods run by
 // the lab nodes' real kubelets, from the images we build) → a second up changes nothing
 // → LB pods 3 → 1 → 3, the route following → destroy, leaving no namespace, process or folder behind.
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
+import { RR_PATHS } from "@portable-lb/core";
+import { BIRD_RUN_FILES, LB_PATHS } from "@portable-lb/core/config";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { load } from "js-yaml";
 import {
@@ -18,6 +21,7 @@ import {
   routerNextHops,
   waitUntil,
 } from "@portable-lb/lab";
+import { containerPid } from "../harness/lab/labPods.ts";
 import { TestStack } from "../harness/testStack.ts";
 import { describeLabFaults } from "./labFaults.ts";
 import { parseBirdBfdSessions, parseFrrBfdPeers, upPeers } from "../harness/bfdSessions.ts";
@@ -55,31 +59,24 @@ async function hopsWhen(plan: LabPlan, vip: string, done: (hops: string[]) => bo
 const hopsBecome = (plan: LabPlan, vip: string, want: string[]) =>
   hopsWhen(plan, vip, (hops) => JSON.stringify(hops) === JSON.stringify(want));
 
-/** The control socket of every BIRD the lab's pods run, by kind: in their emptyDirs, under each kubelet's folder. */
-function birdSockets(plan: LabPlan): { reflectors: string[]; speakers: string[] } {
-  const sockets = plan.nodes.flatMap((n) => {
-    const pods = join(labNodeLayout(plan, n.name).kubeletRoot, "pods");
-    return existsSync(pods)
-      ? readdirSync(pods, { recursive: true, encoding: "utf8" })
-          .filter((f) => f.endsWith("/bird.ctl"))
-          .map((f) => join(pods, f))
-      : [];
-  });
-  return {
-    // The RouteReflector's emptyDir is "run", the LB pod's "bird-run".
-    reflectors: sockets.filter((s) => s.endsWith("/run/bird.ctl") && !s.endsWith("/bird-run/bird.ctl")),
-    speakers: sockets.filter((s) => s.endsWith("/bird-run/bird.ctl")),
-  };
-}
-
-/** The peers each BIRD (by socket) and the router's FRR have BFD Up with. */
+/** The peers each BIRD (in its pod, as `kubectl exec … birdc` would) and the router's FRR have BFD Up with. */
 async function bfdUp(
   plan: LabPlan,
+  core: CoreV1Api,
 ): Promise<{ router: string[]; reflectors: string[][]; speakers: string[][] }> {
-  // From the socket's folder: its full path here is longer than a unix socket address may be.
-  const bird = async (socket: string) => {
-    const show = 'cd "$(dirname "$0")" && exec birdc -s bird.ctl show bfd sessions';
-    return upPeers(parseBirdBfdSessions((await execCommand("sh", ["-c", show, socket])).stdout));
+  // birdc in the container's own mount and network namespaces: its socket is on a memory emptyDir.
+  const bird = async (prefix: string, container: string, socket: string) => {
+    const pods = (await core.listNamespacedPod({ namespace: "portable-lb-system" })).items.filter(
+      (p) => p.metadata?.name?.startsWith(prefix) && p.status?.containerStatuses?.every((c) => c.ready),
+    );
+    return Promise.all(
+      pods.map(async (pod) => {
+        const pid = containerPid(plan, { node: pod.spec!.nodeName!, pod }, container);
+        const show = ["birdc", "-s", socket, "show", "bfd", "sessions"];
+        const out = await execCommand("nsenter", [`--target=${pid}`, "--mount", "--net", "--", ...show]);
+        return upPeers(parseBirdBfdSessions(out.stdout));
+      }),
+    );
   };
   // vtysh needs the router's vty folder: bfdd's --vty_socket, found among the router's processes.
   const pids = (await execCommand("ip", ["netns", "pids", plan.router.netns])).stdout
@@ -99,11 +96,14 @@ async function bfdUp(
     ...["netns", "exec", plan.router.netns],
     ...["vtysh", "--vty_socket", vty ?? "", "-c", "show bfd peers json"],
   ]);
-  const { reflectors, speakers } = birdSockets(plan);
   return {
     router: upPeers(parseFrrBfdPeers(frr.stdout)),
-    reflectors: await Promise.all(reflectors.map(bird)),
-    speakers: await Promise.all(speakers.map(bird)),
+    reflectors: await bird("portable-lb-rr-", "bird", `${RR_PATHS.runDir}/bird.ctl`),
+    speakers: await bird(
+      "portable-lb-controller-",
+      "bgp-speaker",
+      `${LB_PATHS.birdRunDir}/${BIRD_RUN_FILES.socket}`,
+    ),
   };
 }
 
@@ -175,10 +175,13 @@ describe("the lab: npm run lab's stack, end to end", () => {
     "has BFD Up between the router and each reflector, and between each reflector and every LB speaker",
     async () => {
       requireUp();
+      const kc = new KubeConfig();
+      kc.loadFromFile(kubeconfig);
+      const core = kc.makeApiClient(CoreV1Api);
       const reflectors = plan.reflectors.map((r) => r.address).sort();
       // Each reflector: the router and the three LB speakers (by pod or, masqueraded, node address).
       const seen = async () => {
-        const up = await bfdUp(plan);
+        const up = await bfdUp(plan, core);
         return {
           router: up.router,
           reflectors: up.reflectors.map((p) => ({
