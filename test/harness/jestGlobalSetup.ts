@@ -4,6 +4,7 @@ import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import {
   instancesRoot,
+  isLabId,
   killControlPlaneNow,
   labsRoot,
   reapStale,
@@ -20,7 +21,9 @@ export default async function globalSetup(): Promise<void> {
   mkdirSync(root, { recursive: true });
   // What a killed earlier run left: control planes, network-namespace labs, and the pods of their
   // real nodes (in their own pod namespaces, under the nodes' cgroups).
-  const labLive = (id: string) => existsSync(join(labsRoot(), `${id}.json`));
+  // A cgroup root whose scope is no lab id of ours belongs to a lab this code did not start (an
+  // engineer's lab from another checkout on a shared machine): never ours to reap.
+  const labLive = (id: string) => !isLabId(id) || existsSync(join(labsRoot(), `${id}.json`));
   for (const line of [
     ...(await reapStale(root)),
     ...(await reapStaleLabs()),
