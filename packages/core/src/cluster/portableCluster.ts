@@ -8,8 +8,8 @@ import { MULTIPATH_HASH_ADVICE, renderUpstreamRouterFrr } from "../bgp/index.ts"
 import type { bfdSchema, bgpTimersSchema } from "../config/bgpSettings.ts";
 import { asn } from "../config/bgpSettings.ts";
 import { cidrContains } from "../config/cidr.ts";
-import type { DATA_PLANES, SCHEDULERS, lbCloudRoutesSchema } from "../config/lbConfig.ts";
-import { DEFAULT_LOAD_BALANCER_CLASS, type LbConfigInput } from "../config/lbConfig.ts";
+import type { DATA_PLANES, SCHEDULERS } from "../config/lbConfig.ts";
+import { DEFAULT_LOAD_BALANCER_CLASS, lbCloudRoutesSchema, type LbConfigInput } from "../config/lbConfig.ts";
 import type { VipPool } from "../config/vipPool.ts";
 import type { ClusterEnvironment } from "../environment.ts";
 import { Flannel } from "../flannel/flannel.ts";
@@ -45,7 +45,8 @@ export interface PortableClusterArgs {
     };
     /** BGP mode: where the route reflectors run (node and its router-reachable address). */
     routeReflectors?: { node: string; address: string }[];
-    cloudRoutes?: z.input<typeof lbCloudRoutesSchema>;
+    /** Cloud routes: AWS needs routeTableIds, GCP project and network; cloud is the platform's. */
+    cloudRoutes?: CloudRoutesArgs;
     /** How a stopping LB pod serves on after its withdrawal; the pod's grace period follows it. */
     drain?: LbConfigInput["drain"];
   };
@@ -53,11 +54,31 @@ export interface PortableClusterArgs {
   skipAwait?: boolean;
 }
 
+type CloudRoutesArgs = Omit<z.input<typeof lbCloudRoutesSchema>, "cloud"> & { cloud?: "aws" | "gcp" };
+
 const bgpArgsSchema = z.object({
   asn,
   // BIRD merges at most 255 paths (FRR allows 256): the snippet must work on both.
   maximumPaths: z.number().int().min(1).max(255).default(16),
 });
+
+/**
+ * The cloud-routes settings, checked here so that what is missing (AWS route tables, GCP's project
+ * and network) fails at preview under the field the user sets, with the environment's cloud.
+ */
+function cloudRoutesFor(
+  env: ClusterEnvironment,
+  given: CloudRoutesArgs | undefined,
+): z.input<typeof lbCloudRoutesSchema> {
+  const cloud = env.platform as "aws" | "gcp";
+  if (given?.cloud !== undefined && given.cloud !== cloud)
+    throw new ConfigError(
+      `loadBalancer.cloudRoutes.cloud: must match the environment's platform ${cloud} (got ${JSON.stringify(given.cloud)}); drop it or set it to "${cloud}"`,
+    );
+  const settings = { ...given, cloud };
+  parseOrThrow(lbCloudRoutesSchema, settings, "loadBalancer.cloudRoutes");
+  return settings;
+}
 
 export class PortableCluster extends pulumi.ComponentResource {
   public readonly kubeconfig: pulumi.Output<string>;
@@ -134,7 +155,7 @@ export class PortableCluster extends pulumi.ComponentResource {
           }),
         },
       }),
-      ...(!bgp && { cloudRoutes: lbArgs.cloudRoutes ?? { cloud: env.platform as "aws" | "gcp" } }),
+      ...(!bgp && { cloudRoutes: cloudRoutesFor(env, lbArgs.cloudRoutes) }),
     };
     this.loadBalancer = new LoadBalancer(
       `${name}-lb`,
