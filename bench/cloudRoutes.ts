@@ -52,6 +52,8 @@ async function main(): Promise<void> {
       for (const pod of PODS) progress(`--- ${pod}\n${rig.output(pod).slice(-3000)}`);
       throw new Error(why);
     };
+    // A loaded machine can take minutes to start three Node processes; that is not failover time.
+    if (!(await rig.running(PODS))) fail("the pods never started");
     if (!(await rig.allRoutedToOwners(PODS, VIPS, 60_000))) fail("the routes never converged");
 
     const failover = async (signal: "SIGKILL" | "SIGTERM"): Promise<number[]> => {
@@ -68,6 +70,7 @@ async function main(): Promise<void> {
         // Every sample on stderr as it comes: a run that fails later still tells what it measured.
         progress(`${signal} #${i} ${pod}: ${samples.at(-1)!.toFixed(3)} s`);
         start(pod);
+        if (!(await rig.running([pod]))) fail(`${signal} #${i}: ${pod} never started again`);
         if (!(await rig.allRoutedToOwners(PODS, VIPS, 60_000))) fail(`${signal} #${i}: no return`);
       }
       return samples;

@@ -80,7 +80,10 @@ export class GcpRouteLoop extends RouteLoop<GcpRouteLoopOptions> {
       await this.read();
       this.leaseRunner.trigger(); // dead instances' routes may have come to light
     }
-    const { serve, cleanUp } = this.want;
+    // Read after the await: a failed renewal meanwhile leaves nothing to write.
+    const want = this.want;
+    if (!want) return;
+    const { serve, cleanUp } = want;
     const key = JSON.stringify([[...serve].sort(), [...cleanUp].sort()]);
     if (this.upToDate(key)) return;
     await this.read();

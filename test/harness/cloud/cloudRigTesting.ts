@@ -53,6 +53,7 @@ export async function expectFailStatic(
   for (const pod of pods) await rig.stop(pod, "SIGTERM");
   const server = `https://127.0.0.1:${proxy.port}`;
   pods.forEach((pod) => rig.start(pod, { server }));
+  expect(await rig.running(pods)).toBe(true);
   expect(await o.routed(pods)).toBe(true);
   const before = await o.snapshot();
   await proxy.cut();

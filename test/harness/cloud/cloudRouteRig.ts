@@ -130,6 +130,15 @@ export abstract class CloudRouteRig {
     return p.out.join("") + ended;
   }
 
+  /** Waits (at most `ms`) until each pod's process says its cloud routes run. */
+  running(pods: readonly string[], ms = 180_000): Promise<boolean> {
+    return waitUntil(
+      () => pods.every((p) => this.output(p).includes('"msg":"cloud routes running"')),
+      ms,
+      100,
+    );
+  }
+
   /** The Events with `reason` in the rig's namespace. */
   async events(reason: string): Promise<CoreV1Event[]> {
     const { items } = await this.core.listNamespacedEvent({ namespace: this.o.namespace });
