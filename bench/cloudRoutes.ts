@@ -84,8 +84,8 @@ async function main(): Promise<void> {
       progress(`${name} -> moved (s): ${JSON.stringify(summary)}`);
       return summary;
     };
-    const kill = PHASES.has("kill") ? await phase("SIGKILL", "owner SIGKILL") : undefined;
-    const graceful = PHASES.has("graceful") ? await phase("SIGTERM", "graceful stop") : undefined;
+    // Steady state first, while every pod has run undisturbed since the convergence; then the
+    // shorter graceful events, then the kills (each phase's figures are printed as it ends).
     rig.proxy.calls.clear();
     if (PHASES.has("steady")) {
       progress(`steady state: counting EC2 calls for ${STEADY_S} s`);
@@ -96,6 +96,9 @@ async function main(): Promise<void> {
     const steady = Object.fromEntries(rig.proxy.calls);
     const perPodPerMin =
       [...rig.proxy.calls.values()].reduce((a, b) => a + b, 0) / PODS.length / (STEADY_S / 60);
+    progress(`steady state: ${JSON.stringify(steady)}, ${perPodPerMin.toFixed(2)} calls/min/pod`);
+    const graceful = PHASES.has("graceful") ? await phase("SIGTERM", "graceful stop") : undefined;
+    const kill = PHASES.has("kill") ? await phase("SIGKILL", "owner SIGKILL") : undefined;
 
     console.log(
       JSON.stringify(
