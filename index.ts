@@ -10,50 +10,62 @@
 import * as pulumi from "@pulumi/pulumi";
 import { PortableCluster, type PortableClusterArgs, type RoutingChoice } from "@portable-lb/core";
 import { DemoWebApp, LAB_ROLE_LABEL, environmentFromConfig } from "@portable-lb/lab";
+// Extensionless: the engine runs this file through ts-node, which does not rewrite ".ts" imports.
+import { checkStackInput } from "./stackInput";
 
-const config = new pulumi.Config();
-const loadBalancer = config.requireObject<PortableClusterArgs["loadBalancer"]>("loadBalancer");
-const bgpPassword = config.getSecret("bgpPassword");
-const flannel = config.getObject<PortableClusterArgs["flannel"]>("flannel");
-const demoApp = config.getObject<{ replicas: number }>("demoApp");
-const environment = environmentFromConfig(config);
-const lab = environment.lab;
+async function main() {
+  const config = new pulumi.Config();
+  // Every setting is checked, and the cluster asked whether it answers, before anything is created.
+  await checkStackInput(config);
+  const loadBalancer = config.requireObject<PortableClusterArgs["loadBalancer"]>("loadBalancer");
+  const bgpPassword = config.getSecret("bgpPassword");
+  const flannel = config.getObject<PortableClusterArgs["flannel"]>("flannel");
+  const demoApp = config.getObject<{ replicas: number }>("demoApp");
+  const environment = environmentFromConfig(config);
+  const lab = environment.lab;
 
-const cluster = new PortableCluster("portable-lb", {
-  environment,
-  network: config.requireObject("network"),
-  routing: config.get<RoutingChoice>("routing") ?? "auto",
-  ...(flannel && { flannel }),
-  loadBalancer: {
-    // The lab knows where its reflectors go (its first worker nodes).
-    ...(lab && { routeReflectors: lab.routeReflectors }),
-    ...loadBalancer,
-    ...(loadBalancer.bgp && bgpPassword && { bgp: { ...loadBalancer.bgp, password: bgpPassword } }),
-  },
-  skipAwait: config.getBoolean("skipAwait") ?? false,
-});
-
-// The lab's router peers with the reflectors using exactly what a user would paste into theirs.
-if (lab && cluster.routerConfig) lab.router(cluster.routerConfig, { dependsOn: [cluster] });
-const demo =
-  demoApp &&
-  new DemoWebApp(
-    "demo",
-    {
-      replicas: demoApp.replicas,
-      vipPools: cluster.vipPools,
-      loadBalancerClass: cluster.loadBalancerClass,
-      ...(lab && { nodeSelector: { [LAB_ROLE_LABEL]: "worker" } }),
+  const cluster = new PortableCluster("portable-lb", {
+    environment,
+    network: config.requireObject("network"),
+    routing: config.get<RoutingChoice>("routing") ?? "auto",
+    ...(flannel && { flannel }),
+    loadBalancer: {
+      // The lab knows where its reflectors go (its first worker nodes).
+      ...(lab && { routeReflectors: lab.routeReflectors }),
+      ...loadBalancer,
+      ...(loadBalancer.bgp && bgpPassword && { bgp: { ...loadBalancer.bgp, password: bgpPassword } }),
     },
-    { provider: cluster.provider, dependsOn: [cluster] },
-  );
+    skipAwait: config.getBoolean("skipAwait") ?? false,
+  });
 
-export const kubeconfig = cluster.kubeconfig;
-export const loadBalancerClass = cluster.loadBalancerClass;
-export const vipPools = cluster.vipPools;
-export const routingMode = cluster.routingMode;
-export const routerConfig = cluster.routerConfig;
-export const routerAdvice = cluster.routerAdvice;
-export const demoVip = demo?.vip;
-/** The lab's namespaces and addresses (for `npm run lab`'s report and the end-to-end test). */
-export const labPlan = lab?.plan;
+  // The lab's router peers with the reflectors using exactly what a user would paste into theirs.
+  if (lab && cluster.routerConfig) lab.router(cluster.routerConfig, { dependsOn: [cluster] });
+  const demo =
+    demoApp &&
+    new DemoWebApp(
+      "demo",
+      {
+        replicas: demoApp.replicas,
+        vipPools: cluster.vipPools,
+        loadBalancerClass: cluster.loadBalancerClass,
+        ...(lab && { nodeSelector: { [LAB_ROLE_LABEL]: "worker" } }),
+      },
+      { provider: cluster.provider, dependsOn: [cluster] },
+    );
+
+  // Outputs that do not apply are left out (Pulumi warns about each undefined one).
+  return {
+    kubeconfig: cluster.kubeconfig,
+    loadBalancerClass: cluster.loadBalancerClass,
+    vipPools: cluster.vipPools,
+    routingMode: cluster.routingMode,
+    ...(cluster.routerConfig && { routerConfig: cluster.routerConfig, routerAdvice: cluster.routerAdvice }),
+    ...(demo && { demoVip: demo.vip }),
+    /** The lab's namespaces and addresses (for `npm run lab`'s report and the end-to-end test). */
+    ...(lab && { labPlan: lab.plan }),
+  };
+}
+
+// Pulumi runs an exported function, awaits it and takes what it returns as the stack's outputs:
+// the checks above are asynchronous (the cluster probe) and must finish before any resource exists.
+module.exports = main;

@@ -8,7 +8,6 @@ const moduleNameMapper = {
   "^(\\.{1,2}/.*)\\.js$": "$1",
   "^@portable-lb/(core|providers|lab)$": "<rootDir>/packages/$1/src/index.ts",
   "^@portable-lb/core/(config|bgp)$": "<rootDir>/packages/core/src/$1/index.ts",
-  "^@portable-lb/lab/agent$": "<rootDir>/packages/lab/src/agent/index.ts",
   "^@portable-lb/lb-image$": "<rootDir>/lb-image/src/index.ts",
 };
 
@@ -31,6 +30,8 @@ module.exports = {
         "<rootDir>/lb-image/src/**/*.test.ts",
         "<rootDir>/lb-image/image/**/*.test.ts",
         "<rootDir>/test/harness/**/*.test.ts",
+        // The root program's own modules (stackInput.ts).
+        "<rootDir>/*.test.ts",
       ],
     },
     {

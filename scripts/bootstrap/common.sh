@@ -23,16 +23,17 @@ tool_dir() { printf '%s/%s-%s' "$PLB_TOOLS" "$1" "$2"; }
 # A build counts only once its stamp exists; builds happen in a temp folder and move in atomically.
 tool_ready() { [ -f "$(tool_dir "$1" "$2")/.complete" ]; }
 
-# install_tool NAME VERSION FUNCTION: runs FUNCTION STAGING_DIR unless already cached.
+# install_tool NAME VERSION FUNCTION [ARG...]: runs FUNCTION ARG... STAGING_DIR unless already cached.
 install_tool() {
   local name=$1 version=$2 fn=$3 dest staging
+  shift 3
   dest=$(tool_dir "$name" "$version")
   tool_ready "$name" "$version" && return 0
   say "building $name $version (cached in $dest)"
   staging=$(mktemp -d "$PLB_TOOLS/.staging-$name-XXXXXX")
   local start=$SECONDS
   # The build function prints its own one-line reason; here we only clean up and stop.
-  if ! ( "$fn" "$staging" ); then
+  if ! ( "$fn" "$@" "$staging" ); then
     rm -rf "$staging"
     exit 1
   fi

@@ -2,16 +2,18 @@
 // (but in a stack and namespaces of its own, so a developer's lab is left alone): up → the demo
 // VIP answers, the router has one ECMP next hop per LB node, requests spread over LB nodes and
 // backends, BFD is Up between the router, the reflectors and every LB speaker (their pods run by
-// the lab's kubelet stand-in with the capabilities their specs give) → a second up changes nothing
+// the lab nodes' real kubelets, from the images we build) → a second up changes nothing
 // → LB pods 3 → 1 → 3, the route following → destroy, leaving no namespace, process or folder behind.
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { load } from "js-yaml";
 import {
+  cgroupPids,
   controlPlaneDir,
   curlSpread,
   execCommand,
   labDir,
+  labNodeLayout,
   type LabPlan,
   routerNextHops,
   waitUntil,
@@ -53,15 +55,20 @@ async function hopsWhen(plan: LabPlan, vip: string, done: (hops: string[]) => bo
 const hopsBecome = (plan: LabPlan, vip: string, want: string[]) =>
   hopsWhen(plan, vip, (hops) => JSON.stringify(hops) === JSON.stringify(want));
 
-/** The control socket of every BIRD the lab's pods run, by kind: in their emptyDirs on this machine. */
+/** The control socket of every BIRD the lab's pods run, by kind: in their emptyDirs, under each kubelet's folder. */
 function birdSockets(plan: LabPlan): { reflectors: string[]; speakers: string[] } {
-  const sockets = readdirSync(labDir(plan), { recursive: true, encoding: "utf8" })
-    .filter((f) => f.endsWith("/bird.ctl"))
-    .map((f) => join(labDir(plan), f));
+  const sockets = plan.nodes.flatMap((n) => {
+    const pods = join(labNodeLayout(plan, n.name).kubeletRoot, "pods");
+    return existsSync(pods)
+      ? readdirSync(pods, { recursive: true, encoding: "utf8" })
+          .filter((f) => f.endsWith("/bird.ctl"))
+          .map((f) => join(pods, f))
+      : [];
+  });
   return {
     // The RouteReflector's emptyDir is "run", the LB pod's "bird-run".
-    reflectors: sockets.filter((s) => s.includes("/volumes/run/")),
-    speakers: sockets.filter((s) => s.includes("/volumes/bird-run/")),
+    reflectors: sockets.filter((s) => s.endsWith("/run/bird.ctl") && !s.endsWith("/bird-run/bird.ctl")),
+    speakers: sockets.filter((s) => s.endsWith("/bird-run/bird.ctl")),
   };
 }
 
@@ -137,7 +144,6 @@ describe("the lab: npm run lab's stack, end to end", () => {
   afterAll(async () => {
     // A failed test still leaves nothing running.
     await stack?.stack.destroy(within(STEP_MS)).catch((err: unknown) => console.error(err));
-    killFaultLeftovers();
     await stack?.dispose();
   }, STEP_MS);
 
@@ -205,6 +211,28 @@ describe("the lab: npm run lab's stack, end to end", () => {
   );
 
   it(
+    "heals a dead kubelet, containerd and etcd in place on the next up, replacing nothing",
+    async () => {
+      requireUp();
+      const kill = async (pattern: string) => {
+        const pid = Number((await execCommand("pgrep", ["-f", "-o", "--", pattern])).stdout.trim());
+        expect(pid).toBeGreaterThan(0);
+        process.kill(pid, "SIGKILL");
+      };
+      await kill(`--root-dir=${labNodeLayout(plan, "lb2").kubeletRoot}`);
+      await kill(`containerd --config ${labNodeLayout(plan, "worker3").containerdConfig}`);
+      await kill(`etcd --name=portable-lb --data-dir=${join(controlPlaneDir(plan), "etcd")}`);
+      const again = await stack.stack.up(within(STEP_MS));
+      expect(again.summary.result).toBe("succeeded");
+      // The three pieces updated in place; nothing created, deleted or replaced.
+      expect(again.summary.resourceChanges).toEqual({ same: expect.any(Number), update: 3 });
+      expect(await hopsBecome(plan, vip, lbNodeIps())).toEqual(lbNodeIps());
+      expect((await curlSpread(plan, vip, 30)).failed).toBe(0);
+    },
+    STEP_MS,
+  );
+
+  it(
     "follows the LB pods from 3 to 1 and back to 3 in the router's route",
     async () => {
       requireUp();
@@ -229,17 +257,19 @@ describe("the lab: npm run lab's stack, end to end", () => {
     2 * STEP_MS,
   );
 
-  const killFaultLeftovers = describeLabFaults(() => ({ plan, vip, kubeconfig }), requireUp);
+  describeLabFaults(() => ({ plan, vip, kubeconfig }), requireUp);
 
   it(
-    "is destroyed completely: no namespace, agent, control plane or folder left",
+    "is destroyed completely: no namespace, node process, pod, control plane or folder left",
     async () => {
       requireUp();
       const down = await stack.stack.destroy(within(STEP_MS));
       expect(down.summary.result).toBe("succeeded");
       expect(await namespacesLeft()).toEqual([]);
-      const agents = await execCommand("pgrep", ["-f", `--node-name (lb|worker)\\d+ .*${NAME}`]);
-      expect(agents.stdout.trim()).toBe("");
+      // containerd, the kubelets, kube-proxies and shims all name their node's folder.
+      const nodeProcesses = await execCommand("pgrep", ["-f", labDir(plan)]);
+      expect(nodeProcesses.stdout.trim()).toBe("");
+      for (const n of plan.nodes) expect(cgroupPids(labNodeLayout(plan, n.name).cgroupRoot)).toEqual([]);
       expect(existsSync(controlPlaneDir(plan))).toBe(false);
       expect(existsSync(labDir(plan))).toBe(false);
     },

@@ -18,7 +18,7 @@ import { Registry } from "prom-client";
 import { lbPodSpec } from "../../packages/core/src/loadBalancer/podSpec.ts";
 import { RR_PATHS, routeReflectorPodSpec } from "../../packages/core/src/routeReflector/podSpec.ts";
 import { type LabNamespace, NetnsLab, waitUntil } from "@portable-lb/lab";
-import { DeployedPod, IMAGE_PATH, removeContainerMountpoints } from "../harness/netns/deployedPod.ts";
+import { DeployedPod, removeDeployedPods } from "../harness/netns/deployedPod.ts";
 import type { WatchedProcess } from "../harness/netns/watchedProcess.ts";
 import { settle } from "../harness/settle.ts";
 
@@ -129,7 +129,6 @@ beforeAll(async () => {
           }),
         },
       },
-      path: IMAGE_PATH,
     });
     rrDirs.push(reflectorPod.volumePath("run"));
     reflectors.push(reflectorPod.start("bird"));
@@ -156,7 +155,6 @@ beforeAll(async () => {
     dir: join(lab.dir, "lb"),
     runtime: { podIP: POD_IP, hostIP: NODE_IP },
     configMaps: { lb: {} },
-    path: IMAGE_PATH,
   });
   dir = lbPod.volumePath("bird-run");
   // The controller's side: the speaker's watchdog must see its process there.
@@ -184,8 +182,8 @@ beforeAll(async () => {
 afterAll(async () => {
   stopRenewing();
   await presence?.close();
+  await removeDeployedPods();
   await lab?.destroy();
-  await removeContainerMountpoints();
 });
 
 describe("LB speaker driven by the controller, against two real route reflectors", () => {

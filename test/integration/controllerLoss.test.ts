@@ -11,7 +11,7 @@ import { ANNOUNCEMENT_LEASE, type LbConfigInput } from "@portable-lb/core/config
 import { join } from "node:path";
 import { lbService, slice } from "../../lb-image/src/controller/testing/k8sObjects.ts";
 import { RR_PATHS, routeReflectorPodSpec } from "../../packages/core/src/routeReflector/podSpec.ts";
-import { DeployedPod, IMAGE_PATH, removeContainerMountpoints } from "../harness/netns/deployedPod.ts";
+import { DeployedPod, removeDeployedPods } from "../harness/netns/deployedPod.ts";
 import { LbPod } from "../harness/netns/lbPod.ts";
 import { type LabNamespace, NetnsLab, waitUntil } from "@portable-lb/lab";
 import { settle } from "../harness/settle.ts";
@@ -126,7 +126,6 @@ beforeAll(async () => {
         }),
       },
     },
-    path: IMAGE_PATH,
   });
   rrSocket = join(reflector.volumePath("run"), "bird.ctl");
   reflector.start("bird");
@@ -144,8 +143,8 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await lb?.destroy();
+  await removeDeployedPods();
   await lab?.destroy();
-  await removeContainerMountpoints();
   await core.deleteNamespace({ name: NS }).catch(() => undefined);
 });
 

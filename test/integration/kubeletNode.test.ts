@@ -15,7 +15,7 @@ import {
   KubeletNode,
   NetnsLab,
   nodeLayout,
-  pauseImage,
+  labImage,
   runs,
   waitUntil,
   writeNodeCredentials,
@@ -23,7 +23,6 @@ import {
   type NodeLayout,
 } from "@portable-lb/lab";
 import { ApiBridge } from "../harness/netns/apiBridge.ts";
-import { BUSYBOX_IMAGE, writeBusyboxImage } from "../harness/node/busyboxImage.ts";
 import { settle } from "../harness/settle.ts";
 import { testKubeConfig, testKubeconfig } from "../harness/testEnv.ts";
 
@@ -34,6 +33,7 @@ const CLUSTER_CIDR = "10.244.0.0/16";
 const nodeName = (n: number) => `${RUN}-node${n}`;
 const nodeIp = (n: number) => `192.168.78.${10 + n}`;
 const GATEWAY = "192.168.78.1";
+const busybox = labImage("busybox");
 /** The version of the kubelet the bootstrap built ("v1.35.4"), as it reports itself. */
 const kubeletVersion = () =>
   execFileSync("kubelet", ["--version"], { encoding: "utf8" }).trim().split(" ")[1];
@@ -92,7 +92,7 @@ function webPodSpec(): V1PodSpec {
     containers: [
       {
         name: "web",
-        image: BUSYBOX_IMAGE,
+        image: busybox.ref,
         imagePullPolicy: "IfNotPresent",
         command: ["/bin/sh", "-c", STARTUP],
         env: [
@@ -177,9 +177,8 @@ beforeAll(async () => {
   handoff = join(lab.dir, "handoff");
   mkdirSync(handoff);
   chmodSync(handoff, 0o777); // written by the pods' non-root user
-  const pause = pauseImage();
-  const images = [pause.archive, join(lab.dir, "images", "busybox.tar")];
-  await writeBusyboxImage(images[1]!);
+  const pause = labImage("pause");
+  const images = [pause.archive, busybox.archive];
   const lan = await lab.namespace("lan");
   // The node network's gateway: nodes route what is not theirs (Service addresses too) there.
   const nodeNet = await lab.bridge(lan, "nodes", `${GATEWAY}/24`);

@@ -27,21 +27,13 @@ import { nodeAgentPodSpec } from "../../packages/core/src/loadBalancer/nodeAgent
 import { execCommand, NetnsLab, type LabNamespace } from "@portable-lb/lab";
 import { waitUntil } from "@portable-lb/lab";
 import { ApiBridge } from "../harness/netns/apiBridge.ts";
+import { builtImage, type BuiltImage } from "../harness/oci/lbImageRootfs.ts";
 import { unpackOciArchive, type UnpackedImage } from "../harness/oci/ociArchive.ts";
 import { RuncContainer, type RuncContainerOptions } from "../harness/oci/runcContainer.ts";
 import { repoRoot } from "../harness/repoRoot.ts";
 import { createLbService } from "../harness/lbServices.ts";
 import { testKubeConfig, testKubeconfig } from "../harness/testEnv.ts";
 
-/** What lb-image/image/build.sh records for this checkout. */
-interface BuiltImage {
-  ref: string;
-  digest: string;
-  archive: string;
-  sbom: string;
-  sbomInImage: string;
-}
-const RECORD = join(repoRoot(), "lb-image/.image.json");
 const POD_IP = "10.244.1.10";
 const HOST_IP = "10.0.0.1";
 // A class and namespace of its own: integration tests share one API server.
@@ -145,11 +137,7 @@ const CAP_NET_BIND_SERVICE = 10;
 const CAP_NET_ADMIN = 12;
 
 beforeAll(async () => {
-  if (!existsSync(RECORD))
-    throw new Error(
-      `${RECORD} is missing: build the LB image with 'npm run image' (npm test's bootstrap does)`,
-    );
-  built = JSON.parse(readFileSync(RECORD, "utf8")) as BuiltImage;
+  built = builtImage();
   lab = await NetnsLab.create("lb-image");
   ns = await lab.namespace("pod");
   // The pod's address (on lo: nothing here routes to it) and the pod spec's sysctls, which the

@@ -11,7 +11,7 @@ import { Registry } from "prom-client";
 import { startHttpServer } from "../../lb-image/src/controller/httpServer.ts";
 import { lbPodSpec } from "../../packages/core/src/loadBalancer/podSpec.ts";
 import { execCommand, type LabNamespace, NetnsLab, waitUntil } from "@portable-lb/lab";
-import { DeployedPod, IMAGE_PATH, removeContainerMountpoints } from "../harness/netns/deployedPod.ts";
+import { DeployedPod, removeDeployedPods } from "../harness/netns/deployedPod.ts";
 
 const bin = (command: string) => join(__dirname, "../../lb-image/bin", command);
 // The launchers start with `#!/usr/bin/env node`: this Node first on PATH, as in the image.
@@ -43,8 +43,8 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  await removeDeployedPods();
   await lab?.destroy();
-  await removeContainerMountpoints();
 });
 
 /** A folder for BIRD's files where no pod runs (the withdraw command's cases). */
@@ -77,7 +77,6 @@ async function speakerPod(name: string, args: string[] = []) {
     dir: join(lab.dir, name),
     runtime: { podIP: "10.244.1.10", hostIP: "10.0.0.1" },
     configMaps: { lb: {} },
-    path: IMAGE_PATH,
   });
   const dir = pod.volumePath("bird-run");
   return { pod, dir, conf: join(dir, BIRD_RUN_FILES.config), sock: join(dir, BIRD_RUN_FILES.socket) };

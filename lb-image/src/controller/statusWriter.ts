@@ -5,8 +5,9 @@ export function statusWriter(api: CoreV1Api): (svc: V1Service, vips: string[]) =
   return async (svc, vips) => {
     const body: V1Service = {
       ...svc,
-      // ipMode VIP: traffic arrives with the VIP as destination (as with a cloud LB).
-      status: { ...svc.status, loadBalancer: { ingress: vips.map((ip) => ({ ip, ipMode: "VIP" })) } },
+      // ipMode Proxy: kube-proxy must leave the VIP to us. With "VIP" it DNATs VIP traffic straight
+      // to the endpoints on every node (the LB nodes included), and our LB pods never see it.
+      status: { ...svc.status, loadBalancer: { ingress: vips.map((ip) => ({ ip, ipMode: "Proxy" })) } },
     };
     // resourceVersion makes this a compare-and-swap: a stale cache gets a 409 and the next run retries.
     await api.replaceNamespacedServiceStatus({

@@ -15,4 +15,11 @@ export interface ClusterEnvironment {
   lbNodeCount?: number;
   /** An LB image the environment itself provides (the lab's local build), when loadBalancer.image is not set. */
   lbImage?: string;
+  /**
+   * Resources the cluster's objects must wait for, and outlive on destroy (the lab's nodes). A
+   * dependency, not an input: one of them replaced must not make the cluster's provider look new.
+   */
+  dependsOn?: pulumi.Resource[];
+  /** A flanneld image the environment itself provides (the lab's local build), for Flannel's DaemonSet. */
+  flannelImage?: string;
 }

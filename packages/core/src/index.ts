@@ -14,4 +14,5 @@ export type { ClusterEnvironment } from "./environment.ts";
 export { PART_OF, standardLabels } from "./labels.ts";
 export { PLATFORMS, hasCloudGateway, type Platform } from "./platform.ts";
 export { SystemNamespace, type PodSecurityLevel, type SystemNamespaceArgs } from "./systemNamespace.ts";
-export { ConfigError, parseOrThrow } from "./validation.ts";
+export { ConfigError, collect, collectParsed, parseOrThrow, problem, schemaProblems } from "./validation.ts";
+export { nearestName } from "./nearestName.ts";

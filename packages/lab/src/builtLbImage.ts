@@ -7,8 +7,8 @@ import { join } from "node:path";
 
 export const BUILT_LB_IMAGE_RECORD = join(__dirname, "../../../lb-image/.image.json");
 
-/** The reference of the LB image this checkout built last. */
-export function builtLbImage(record = BUILT_LB_IMAGE_RECORD): string {
+/** The LB image this checkout built last: its reference and OCI archive. */
+export function builtLbImage(record = BUILT_LB_IMAGE_RECORD): { ref: string; archive: string } {
   let text: string;
   try {
     text = readFileSync(record, "utf8");
@@ -17,5 +17,6 @@ export function builtLbImage(record = BUILT_LB_IMAGE_RECORD): string {
       `environment.kind: lab runs the LB image built from this checkout, but ${record} does not exist (got nothing); run 'npm run image' (npm run lab does it first)`,
     );
   }
-  return (JSON.parse(text) as { ref: string }).ref;
+  const { ref, archive } = JSON.parse(text) as { ref: string; archive: string };
+  return { ref, archive };
 }

@@ -1,10 +1,11 @@
 // The lab's demo web service, as in the papers' experiments: pods that answer every request with
 // their own IP, behind a LoadBalancer Service of portable-lb's class, so a client sees which backend
-// served it. The container is stock Node (`node:24-slim`); in the lab the agent runs its command with
-// this machine's node.
+// served it. The container is the lab's busybox image (its httpd serving one file), imported into
+// every lab node's containerd.
 import { LoadBalancerService, type VipPool } from "@portable-lb/core";
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
+import { labImage } from "./node/labImages.ts";
 
 export interface DemoWebAppArgs {
   replicas: number;
@@ -16,12 +17,11 @@ export interface DemoWebAppArgs {
 }
 
 const PORT = 8080;
-// SIGTERM ends it at once: it holds no state, and the LB stops sending to it before the kubelet signals.
-const SERVER = [
-  'const ip = process.env.POD_IP + "\\n";',
-  'require("node:http").createServer((req, res) => res.end(ip)).listen(' + PORT + ");",
-  'process.on("SIGTERM", () => process.exit(0));',
-].join(" ");
+const ROOT = "/www";
+// The pod's IP as the one page, served by httpd in the foreground (a forked child per connection).
+// The shell stays PID 1 to end at SIGTERM at once (a PID 1 without a handler ignores it): the app
+// holds no state, and the LB stops sending to it before the kubelet signals.
+const SERVER = `echo "$POD_IP" > ${ROOT}/index.html; trap 'exit 0' TERM; httpd -f -p ${PORT} -h ${ROOT} & wait`;
 
 export class DemoWebApp extends pulumi.ComponentResource {
   public readonly service: LoadBalancerService;
@@ -62,12 +62,13 @@ export class DemoWebApp extends pulumi.ComponentResource {
               containers: [
                 {
                   name: "web",
-                  image: "node:24-slim",
-                  command: ["node", "-e", SERVER],
+                  image: labImage("busybox").ref,
+                  command: ["sh", "-c", SERVER],
                   env: [{ name: "POD_IP", valueFrom: { fieldRef: { fieldPath: "status.podIP" } } }],
                   ports: [{ name: "http", containerPort: PORT }],
                   readinessProbe: { httpGet: { path: "/", port: PORT }, periodSeconds: 2 },
-                  resources: { requests: { cpu: "50m", memory: "32Mi" }, limits: { memory: "128Mi" } },
+                  resources: { requests: { cpu: "50m", memory: "16Mi" }, limits: { memory: "64Mi" } },
+                  volumeMounts: [{ name: "www", mountPath: ROOT }],
                   securityContext: {
                     allowPrivilegeEscalation: false,
                     readOnlyRootFilesystem: true,
@@ -75,6 +76,7 @@ export class DemoWebApp extends pulumi.ComponentResource {
                   },
                 },
               ],
+              volumes: [{ name: "www", emptyDir: { medium: "Memory", sizeLimit: "1Mi" } }],
             },
           },
         },

@@ -1,7 +1,6 @@
 // @portable-lb/lab: the whole system on this machine. The `lab` environment and the demo app as
 // Pulumi resources, and the pieces they are made of, which the tests and benchmarks drive directly:
-// the control plane, node namespaces, the router and the lab's client. The stand-in node agent's
-// internals have their own entry, @portable-lb/lab/agent.
+// the control plane, node namespaces (real Kubernetes nodes), the router and the lab's client.
 export { Lab, type LabArgs } from "./lab.ts";
 export {
   LAB_ROLE_LABEL,
@@ -20,6 +19,7 @@ export {
 } from "./stackEnvironment.ts";
 export { curlSpread, routerNextHops } from "./labReport.ts";
 export { controlPlaneDir, labDir, labNamespace } from "./ops/fabric.ts";
+export { layoutOf as labNodeLayout } from "./ops/node.ts";
 export {
   instancesRoot,
   killControlPlaneNow,
@@ -61,7 +61,5 @@ export { nodeLayout, NodeLayoutError, type NodeLayout } from "./node/nodeLayout.
 export { writeNodeCredentials } from "./node/nodeCredentials.ts";
 export { cgroupPids, reapStaleNodeCgroups } from "./node/nodeCgroups.ts";
 export { KUBELET_KERNEL_SETTINGS } from "./node/nodeMountNamespace.ts";
-export { pauseImage, type PauseImage } from "./node/pauseImage.ts";
+export { labImage, labNodeImages, type LabImage, type LabImageName } from "./node/labImages.ts";
 export type { Taint } from "./node/kubeletConfig.ts";
-// Stand-in until the project's image builder is merged (see the file).
-export { buildOciImage, type OciImageSpec } from "./node/ociImage.ts";

@@ -1,5 +1,5 @@
 // The `lab` environment: the ECMP paper's Fig. 5 on this machine, as Pulumi resources. It makes the
-// node network, the control plane and the nodes (each with its agent), and hands PortableCluster an
+// node network, the control plane and the nodes (real kubelets), and hands PortableCluster an
 // environment like any other: a kubeconfig, BGP peering with the lab's router, the LB node count and
 // where the route reflectors go. The router itself comes last (`router()`), configured with what
 // PortableCluster renders for an upstream router.
@@ -11,6 +11,7 @@ import {
 } from "@portable-lb/core";
 import * as pulumi from "@pulumi/pulumi";
 import { builtLbImage } from "./builtLbImage.ts";
+import { labImage, labNodeImages } from "./node/labImages.ts";
 import { labPlan, type LabEnvironmentConfig, type LabPlan } from "./labPlan.ts";
 import { LabResource } from "./labResource.ts";
 import type { ControlPlaneState } from "./ops/controlPlane.ts";
@@ -27,8 +28,7 @@ export class Lab extends pulumi.ComponentResource {
   public readonly plan: LabPlan;
   /**
    * This machine's admin kubeconfig, as a file path (the Kubernetes provider and kubectl take
-   * either), so its keys stay on this machine and out of Pulumi's state. Resolves once every node
-   * is Ready.
+   * either), so its keys stay on this machine and out of Pulumi's state.
    */
   public readonly kubeconfig: pulumi.Output<string>;
   public readonly environment: ClusterEnvironment;
@@ -63,22 +63,24 @@ export class Lab extends pulumi.ComponentResource {
             node: node.name,
             controlPlane: controlPlane.state.instance,
             adminKubeconfig: controlPlane.state.kubeconfigFile,
+            images: labNodeImages().map((i) => i.archive),
           },
           child,
         ),
     );
-    // Through the nodes: whatever uses this kubeconfig is deployed after them and destroyed before
-    // them, so the agents are still there to stop the pods.
-    this.kubeconfig = pulumi
-      .all([controlPlane.state.kubeconfigFile, ...nodes.map((n) => n.id)])
-      .apply(([file]) => file as string);
+    // The cluster's objects wait for the nodes and go before them (environment.dependsOn), so the
+    // kubelets are still there to stop the pods. A dependency, not an input: a node rebuilt alone
+    // leaves the kubeconfig, and so everything deployed with it, as it is.
+    this.kubeconfig = controlPlane.state.kubeconfigFile;
     this.environment = {
       kind: "lab",
       platform: "lab",
       kubeconfig: this.kubeconfig,
       bgp: { routers: [plan.router.ip] },
       lbNodeCount: args.environment.lbNodes,
-      lbImage: builtLbImage(),
+      dependsOn: nodes,
+      lbImage: builtLbImage().ref,
+      flannelImage: labImage("flannel").ref,
     };
     this.registerOutputs({ kubeconfig: this.kubeconfig });
   }

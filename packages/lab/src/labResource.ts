@@ -5,7 +5,9 @@
 //
 // Inputs are one `spec` (plain data). A changed spec replaces the piece (delete first: the names
 // and addresses are the same); so does a piece found dead on the next `up` (its daemons gone after
-// a reboot, say), which is how a second `up` repairs the lab instead of trusting stale state.
+// a reboot, say), which is how a second `up` repairs the lab instead of trusting stale state. A piece
+// whose ops can heal it (a node's dead kubelet, the control plane's dead etcd) is updated in place
+// instead, so nothing that depends on it is remade.
 import * as pulumi from "@pulumi/pulumi";
 import type * as nodeUtil from "node:util";
 import { extname, join } from "node:path";
@@ -15,6 +17,13 @@ export interface LabOps<Spec, State> {
   create(spec: Spec): Promise<State>;
   /** Whether the piece still exists and runs; false makes the next `up` replace it. */
   healthy(spec: Spec, state: State): boolean | Promise<boolean>;
+  /**
+   * Whether `update` can bring the piece to `news` in place (heal what died, apply a changed spec)
+   * rather than by making it afresh; without `update`, every change replaces.
+   */
+  updatable?(olds: Spec, news: Spec, state: State): boolean | Promise<boolean>;
+  /** Brings the piece to `spec` in place, keeping everything that depends on it as it is. */
+  update?(olds: Spec, spec: Spec, state: State): Promise<State>;
   /** Removes everything `create` made; idempotent, and fine with a half-made piece. */
   remove(spec: Spec, state: State | undefined): void | Promise<void>;
 }
@@ -42,10 +51,16 @@ function provider(module: string): pulumi.dynamic.ResourceProvider {
       return { id: `${Date.now().toString(36)}`, outs: { spec: inputs.spec, state } };
     },
     async diff(_id: string, olds: Props, news: Props) {
-      if (!same(olds.spec, news.spec))
-        return { changes: true, replaces: ["spec"], deleteBeforeReplace: true };
-      const healthy = await load().healthy(olds.spec, olds.state);
-      return healthy ? { changes: false } : { changes: true, replaces: ["state"], deleteBeforeReplace: true };
+      const ops = load();
+      const changed = !same(olds.spec, news.spec);
+      if (!changed && (await ops.healthy(olds.spec, olds.state))) return { changes: false };
+      // An update works in place; a replacement would remake everything that depends on the piece.
+      if (ops.update && (await ops.updatable?.(olds.spec, news.spec, olds.state))) return { changes: true };
+      return { changes: true, replaces: [changed ? "spec" : "state"], deleteBeforeReplace: true };
+    },
+    async update(_id: string, olds: Props, news: Props) {
+      const state = await load().update!(olds.spec, news.spec, olds.state);
+      return { outs: { spec: news.spec, state } };
     },
     async delete(_id: string, props: Props) {
       await load().remove(props.spec, props.state);

@@ -1,7 +1,7 @@
 // Daemons the tests start: spawned in their own process group with output to a log file, tracked by
 // pid, and stopped by pid (after checking the pid still runs the same command line).
 import { spawn, spawnSync } from "node:child_process";
-import { closeSync, openSync, readFileSync } from "node:fs";
+import { closeSync, openSync, readdirSync, readFileSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 
 export interface DaemonSpec {
@@ -78,6 +78,14 @@ export async function stopProcess(pid: number, marker: string, graceMs: number):
   if (await waitUntil(() => !runs(pid, marker), graceMs, 50)) return;
   signal(pid, "SIGKILL");
   await waitUntil(() => !runs(pid, marker), 5_000, 50);
+}
+
+/** The pid of a running process whose command line includes `marker`, if any. */
+export function findByMarker(marker: string): number | undefined {
+  for (const entry of readdirSync("/proc")) {
+    if (/^\d+$/.test(entry) && (commandLine(Number(entry)) ?? "").includes(marker)) return Number(entry);
+  }
+  return undefined;
 }
 
 /** Synchronous SIGKILL for process-exit handlers, where nothing asynchronous runs any more. */

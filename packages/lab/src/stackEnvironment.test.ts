@@ -7,6 +7,13 @@ import { environmentFromConfig } from "./stackEnvironment.ts";
 
 installMocks();
 const dir = mkdtempSync(join(tmpdir(), "plb-env-"));
+const KUBECONFIG = `apiVersion: v1
+kind: Config
+clusters: [{ name: c, cluster: { server: "https://127.0.0.1:6443" } }]
+users: [{ name: u, user: {} }]
+contexts: [{ name: x, context: { cluster: c, user: u } }]
+current-context: x
+`;
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 function configWith(environment: unknown): pulumi.Config {
@@ -19,17 +26,17 @@ function configWith(environment: unknown): pulumi.Config {
 describe("environmentFromConfig", () => {
   it("reads the kubeconfig file of a kubeconfig environment, as a secret", async () => {
     const file = join(dir, "kubeconfig");
-    writeFileSync(file, "apiVersion: v1\nkind: Config\n");
+    writeFileSync(file, KUBECONFIG);
     const env = environmentFromConfig(configWith({ kind: "kubeconfig", kubeconfig: file }));
     expect(env.kind).toBe("kubeconfig");
     expect(env.platform).toBe("onprem");
-    expect(await valueOf(env.kubeconfig)).toBe("apiVersion: v1\nkind: Config\n");
+    expect(await valueOf(env.kubeconfig)).toBe(KUBECONFIG);
     expect(await pulumi.isSecret(env.kubeconfig)).toBe(true);
   });
 
   it("passes platform, BGP routers and the LB node count through", () => {
     const file = join(dir, "kubeconfig");
-    writeFileSync(file, "x");
+    writeFileSync(file, KUBECONFIG);
     const env = environmentFromConfig(
       configWith({
         kind: "kubeconfig",
@@ -53,7 +60,7 @@ describe("environmentFromConfig", () => {
     ],
     [
       { kind: "kubeconfig" },
-      /^environment\.kubeconfig: the path to a kubeconfig file is required, e\.g\. ~\/\.kube\/config \(got nothing\)$/,
+      /^environment\.kubeconfig: the path to a kubeconfig file is required, e\.g\. ~\/\.kube\/config \(not set\)$/,
     ],
     [
       { kind: "kubeconfig", kubeconfig: "/nonexistent/kc" },

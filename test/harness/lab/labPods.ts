@@ -1,53 +1,56 @@
-// The lab's pods and kubelet stand-ins as this machine sees them, for tests that break them as a
-// fault would: each node's agent (its process, found by command line), and each pod's record in its
-// agent's state folder (network namespace, and each container's PID 1).
+// The lab's pods and node processes as this machine sees them, for tests that break them as a fault
+// would: a pod (from the API), its containers' PID 1 (from the node's runc state, by the container ID
+// the kubelet reports) and a node's kubelet (by its command line).
+import type { CoreV1Api } from "@kubernetes/client-node";
+import { type V1Pod } from "@kubernetes/client-node";
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { labDir, type LabPlan } from "@portable-lb/lab";
-import { loadRecords, type PodRecord } from "@portable-lb/lab/agent";
+import { labNodeLayout, type LabPlan } from "@portable-lb/lab";
 
 export interface LabPod {
   node: string;
-  record: PodRecord;
+  pod: V1Pod;
 }
 
-/** The pods the stand-in on `node` runs now (records of pods that have gone are skipped). */
-export function podsOn(plan: LabPlan, node: string): LabPod[] {
-  return loadRecords(join(labDir(plan), node, "state"))
-    .filter(({ record }) => record.namespace !== "")
-    .map(({ record }) => ({ node, record }));
-}
-
-/** The one running pod on `node` whose name starts with `prefix` (e.g. "portable-lb-controller-"). */
-export function podOn(plan: LabPlan, node: string, prefix: string): LabPod {
-  const found = podsOn(plan, node).filter(
-    (p) => p.record.name.startsWith(prefix) && Object.values(p.record.containers).some((c) => c.running),
+/** The one running pod on `node` in `namespace` whose name starts with `prefix`. */
+export async function podOn(
+  core: CoreV1Api,
+  node: string,
+  namespace: string,
+  prefix: string,
+): Promise<LabPod> {
+  const pods = await core.listNamespacedPod({ namespace, fieldSelector: `spec.nodeName=${node}` });
+  const found = pods.items.filter(
+    (p) =>
+      p.metadata?.name?.startsWith(prefix) &&
+      !p.metadata.deletionTimestamp &&
+      p.status?.containerStatuses?.some((c) => c.state?.running),
   );
-  if (found.length !== 1)
-    throw new Error(`lab ${plan.name}: ${found.length} running pods named ${prefix}* on ${node}`);
-  return found[0]!;
+  if (found.length !== 1) throw new Error(`${found.length} running pods named ${prefix}* on ${node}`);
+  return { node, pod: found[0]! };
 }
 
-/** The PID 1 of a container of the pod, as its record has it. */
-export function containerPid(pod: LabPod, container: string): number {
-  const pid = pod.record.containers[container]?.running?.init?.pid;
-  if (pid === undefined) throw new Error(`${pod.record.name}: container ${container} does not run`);
-  return pid;
+/** The PID 1 of a container of the pod, from the runc state its node's containerd keeps. */
+export function containerPid(plan: LabPlan, pod: LabPod, container: string): number {
+  const status = pod.pod.status?.containerStatuses?.find((c) => c.name === container);
+  const id = status?.containerID?.replace(/^containerd:\/\//, "");
+  if (!id) throw new Error(`${pod.pod.metadata?.name}: container ${container} has no ID`);
+  // containerd's runc shim keeps each container's state under its namespace (k8s.io, the CRI's).
+  const state = join(labNodeLayout(plan, pod.node).runcRoot, "k8s.io", id, "state.json");
+  return (JSON.parse(readFileSync(state, "utf8")) as { init_process_pid: number }).init_process_pid;
 }
 
-/** The kubelet stand-in's process on `node` (its command line names the node and the lab's folder). */
-export function agentPid(plan: LabPlan, node: string): number {
-  const dir = join(labDir(plan), node, "state");
+/** The kubelet's process on `node` (its command line names the node's kubelet folder). */
+export function kubeletPid(plan: LabPlan, node: string): number {
+  const marker = `--root-dir=${labNodeLayout(plan, node).kubeletRoot}`;
   for (const entry of readdirSync("/proc")) {
     if (!/^\d+$/.test(entry)) continue;
-    let argv: string[];
     try {
-      argv = readFileSync(`/proc/${entry}/cmdline`, "utf8").split("\0");
+      const argv = readFileSync(`/proc/${entry}/cmdline`, "utf8").split("\0");
+      if (argv.includes(marker) && argv.some((a) => a.endsWith("kubelet"))) return Number(entry);
     } catch {
-      continue;
+      // gone, or not readable
     }
-    const i = argv.indexOf("--node-name");
-    if (i > 0 && argv[i + 1] === node && argv.includes(dir)) return Number(entry);
   }
-  throw new Error(`lab ${plan.name}: no agent runs for ${node}`);
+  throw new Error(`lab ${plan.name}: no kubelet runs for ${node}`);
 }

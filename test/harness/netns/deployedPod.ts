@@ -1,55 +1,23 @@
-// A pod of a rendered spec (lbPodSpec, routeReflectorPodSpec, …) run in a lab namespace the way the
-// lab's kubelet stand-in runs it, without the API: the agent's own pure parts build each container
-// from the spec (volumes prepared from the given ConfigMaps and Secrets, environment, user, groups,
-// capability bounding set, no_new_privs, bind mounts, read-only root), and its launch script starts
-// it as PID 1 of its own PID, mount and UTS namespaces, dropping privileges with setpriv. So the
-// tests and benchmarks run our daemons with exactly what the manifests give them, never as root with
-// every capability. Nothing here restates the spec: change the manifest and the tests follow.
+// A pod of a rendered spec (lbPodSpec, routeReflectorPodSpec, …) run in a lab namespace from the LB
+// image this checkout built, each container under runc as a node's runtime runs it (runcContainer):
+// the spec's command, user, capabilities, no_new_privs, read-only root, memory limit, the pod's
+// sysctls, and its volumes as host folders of the pod (ConfigMaps and Secrets given by the test,
+// emptyDirs, projected), the downward API's values from the test. So the tests and benchmarks run
+// our daemons with exactly what the image and the manifests give them, never as root with every
+// capability. Nothing here restates the spec: change the manifest and the tests follow.
 import type { V1Container, V1Pod, V1PodSpec } from "@kubernetes/client-node";
 import { execFileSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { cpus, totalmem } from "node:os";
-import { dirname, join } from "node:path";
-import {
-  containerFiles,
-  containerSpec,
-  execInContainerArgs,
-  findTools,
-  type HandlerResult,
-  isExecutable,
-  launchScript,
-  type MountSpec,
-  podHostname,
-  podHostsFile,
-  type PodRuntimeFields,
-  type PreparedVolume,
-  prepareVolumes,
-  processSecurity,
-  type ProcessSecurity,
-  REGISTRY_DIR,
-  removeUnusedMountpoints,
-  resolveCommand,
-  runHandler,
-} from "@portable-lb/lab/agent";
-import { execCommand, type ExecResult, type LabNamespace, NetnsError } from "@portable-lb/lab";
-import { repoRoot } from "../repoRoot.ts";
-import { startWatched, type WatchedProcess } from "./watchedProcess.ts";
-
-// Looked up once: findTools runs `command -v` synchronously, which would stall a benchmark's timing.
-let found: ReturnType<typeof findTools> | undefined;
-const tools = () => (found ??= findTools(process.env.PATH ?? ""));
-
-/**
- * The PATH the LB image's containers get here: its commands (lb-image/bin, which the image build
- * links into /usr/local/bin), this Node (their `#!/usr/bin/env node`), then this machine's tools
- * (scripts/with-tools puts the image's BIRD build first).
- */
-export const IMAGE_PATH = [
-  join(repoRoot(), "lb-image", "bin"),
-  dirname(process.execPath),
-  process.env.PATH ?? "",
-].join(":");
+import { join } from "node:path";
+import { type ExecResult, type LabNamespace, NetnsError } from "@portable-lb/lab";
+import { lbImageRootfs } from "../oci/lbImageRootfs.ts";
+import type { UnpackedImage } from "../oci/ociArchive.ts";
+import { prepareVolume } from "../oci/podVolumes.ts";
+import { containerSecurity, runcContainers, type ContainerSecurity } from "../oci/runcContainer.ts";
+import { runContainer, type RuncProcess } from "../oci/runcProcess.ts";
+import { getInside } from "./httpClient.ts";
+import type { WatchedProcess } from "./watchedProcess.ts";
 
 export interface DeployedPodOptions {
   name: string;
@@ -59,14 +27,12 @@ export interface DeployedPodOptions {
   /** The pod's network namespace; a hostNetwork pod's is its node's. */
   ns: LabNamespace;
   nodeName: string;
-  /** The pod's folder: its volumes, scripts and logs. */
+  /** The pod's folder: its volumes, bundles, runc state and logs. */
   dir: string;
   runtime: { podIP?: string; hostIP: string };
   /** Data of the ConfigMaps and Secrets its volumes name, by name. */
   configMaps?: Record<string, Record<string, string>>;
   secrets?: Record<string, Record<string, string>>;
-  /** The PATH containers get (no image brings one): where the image's commands and tools are. */
-  path: string;
   /** The API server as in-cluster clients find it (KUBERNETES_SERVICE_HOST/PORT). */
   apiServer?: { host: string; port: number };
 }
@@ -74,59 +40,81 @@ export interface DeployedPodOptions {
 /** What a test adds to a container beyond its spec, as a cluster would (API credentials). */
 export interface ContainerExtras {
   env?: Record<string, string>;
-  mounts?: MountSpec[];
+  /** Host files or folders mounted read-only in the container. */
+  mounts?: { source: string; target: string }[];
 }
 
-interface Running {
-  proc: WatchedProcess;
-  env: Record<string, string>;
-  setpriv: string[];
-  mountTargets: string[];
+export interface HandlerResult {
+  ok: boolean;
+  /** Why it failed (or the exec output), as the kubelet's event says. */
+  detail: string;
 }
+
+/** Pods not yet removed, so a test's clean-up finds every container this worker started. */
+const live = new Set<DeployedPod>();
 
 export class DeployedPod {
   readonly o: DeployedPodOptions;
   readonly pod: V1Pod;
-  readonly #volumes: Map<string, PreparedVolume>;
-  readonly #running = new Map<string, Running>();
+  readonly #image: UnpackedImage;
+  readonly #running = new Map<string, RuncProcess>();
 
-  private constructor(o: DeployedPodOptions, pod: V1Pod, volumes: Map<string, PreparedVolume>) {
+  private constructor(o: DeployedPodOptions, pod: V1Pod, image: UnpackedImage) {
     this.o = o;
     this.pod = pod;
-    this.#volumes = volumes;
+    this.#image = image;
   }
 
-  /** Prepares the pod's volumes and files; starts nothing. */
+  /** Prepares the pod's volumes and files (and unpacks the image on first use); starts nothing. */
   static async create(o: DeployedPodOptions): Promise<DeployedPod> {
+    const image = await lbImageRootfs();
     mkdirSync(o.dir, { recursive: true, mode: 0o700 });
     const pod: V1Pod = {
       metadata: { name: o.name, namespace: o.namespace, uid: randomUUID() },
       spec: { ...(o.spec as V1PodSpec), nodeName: o.nodeName },
     };
-    const { volumes } = await prepareVolumes(o.dir, o.dir, {
-      pod,
-      runtime: runtimeFields(o),
-      allocatable: allocatable(),
-      configMap: (name) => {
-        const data = o.configMaps?.[name];
-        return data && { data };
-      },
-      secret: (name) => {
-        const stringData = o.secrets?.[name];
-        return stringData && { stringData };
-      },
-      token: () => Promise.reject(new Error("the tests' pods get no ServiceAccount tokens")),
-    });
-    if (!pod.spec!.hostNetwork)
-      writeFileSync(join(o.dir, "etc-hosts"), podHostsFile(pod, o.runtime.podIP, o.nodeName));
-    return new DeployedPod(o, pod, volumes);
+    const deployed = new DeployedPod(o, pod, image);
+    for (const v of pod.spec!.volumes ?? []) prepareVolume(deployed.volumePath(v.name), o.name, v, o);
+    writeFileSync(deployed.#hostsFile, deployed.#hosts());
+    live.add(deployed);
+    return deployed;
+  }
+
+  get #hostNetwork(): boolean {
+    return this.pod.spec!.hostNetwork === true;
+  }
+
+  get #hostname(): string {
+    return this.#hostNetwork ? this.o.nodeName : this.o.name;
+  }
+
+  get #ip(): string {
+    return this.o.runtime.podIP ?? this.o.runtime.hostIP;
+  }
+
+  get #runcRoot(): string {
+    return join(this.o.dir, "runc");
+  }
+
+  get #hostsFile(): string {
+    return join(this.o.dir, "etc-hosts");
+  }
+
+  /** The /etc/hosts the kubelet writes for a pod: localhost, and the pod's own name at its address. */
+  #hosts(): string {
+    return [
+      "127.0.0.1\tlocalhost",
+      "::1\tlocalhost ip6-localhost ip6-loopback",
+      `${this.#ip}\t${this.#hostname}`,
+      "",
+    ].join("\n");
   }
 
   /** Where volume `name` is on this machine (a test writes an emptyDir's files there). */
   volumePath(name: string): string {
-    const v = this.#volumes.get(name);
-    if (!v) throw new Error(`pod ${this.o.name}: no volume "${name}"`);
-    return v.path;
+    if (!this.pod.spec!.volumes?.some((v) => v.name === name))
+      throw new Error(`pod ${this.o.name}: no volume "${name}"`);
+    return join(this.o.dir, "volumes", name);
   }
 
   container(name: string): V1Container {
@@ -135,114 +123,132 @@ export class DeployedPod {
     return c;
   }
 
-  /** The user, groups and capabilities container `name` runs with (the agent's reading of the spec). */
-  security(name: string): ProcessSecurity {
-    return processSecurity(this.pod, this.container(name));
+  /** The user and capabilities container `name` runs with (the spec read as the runtime reads it). */
+  security(name: string): ContainerSecurity {
+    return containerSecurity(this.container(name), this.#image.config);
   }
 
-  /** Starts container `name` (again), as PID 1 of its own namespaces; its output goes to `<dir>/<ns>-<name>.log`. */
+  /** The downward API's values for this pod. */
+  #fields(): Record<string, string> {
+    return {
+      "metadata.name": this.o.name,
+      "metadata.namespace": this.o.namespace,
+      "metadata.uid": this.pod.metadata!.uid!,
+      "spec.nodeName": this.o.nodeName,
+      "spec.serviceAccountName": this.pod.spec!.serviceAccountName ?? "default",
+      "status.podIP": this.#ip,
+      "status.podIPs": this.#ip,
+      "status.hostIP": this.o.runtime.hostIP,
+      "status.hostIPs": this.o.runtime.hostIP,
+    };
+  }
+
+  /**
+   * Starts container `name` (again) under runc, its init PID 1 of its own namespaces in the pod's
+   * network namespace; its output goes to `<dir>/<ns>-<name>.log`.
+   */
   start(name: string, extras: ContainerExtras = {}): WatchedProcess {
-    const t = tools();
-    const spec = containerSpec({
-      pod: this.pod,
-      container: this.container(name),
-      podDir: this.o.dir,
-      volumes: this.#volumes,
-      runtime: runtimeFields(this.o),
-      configMap: () => undefined,
-      secret: () => undefined,
-      allocatable: allocatable(),
-      apiServer: this.o.apiServer ?? { host: "127.0.0.1", port: 6443 },
-      agentPath: this.o.path,
-      hostname: podHostname(this.pod, this.o.nodeName),
-    });
-    const mounts = [...spec.mounts, ...(extras.mounts ?? [])];
-    const env = { ...spec.env, ...extras.env };
-    const mountTargets = mounts.map((m) => m.target);
-    const argv = this.#resolved(name, spec.argv, env, mountTargets);
-    const files = containerFiles(this.o.dir, name);
-    writeFileSync(
-      files.script,
-      launchScript({
-        tools: t,
-        registryDir: REGISTRY_DIR,
-        errorFile: files.error,
-        mounts,
-        ownProc: true,
-        hostname: podHostname(this.pod, this.o.nodeName),
-        readOnlyRoot: spec.readOnlyRoot,
-        setpriv: spec.setpriv,
-        argv,
-      }),
-      { mode: 0o700 },
+    const previous = this.#running.get(name);
+    if (previous && !previous.status())
+      throw new NetnsError(`pod ${this.o.name}: container ${name} is running already`);
+    const api = this.o.apiServer ?? { host: "127.0.0.1", port: 6443 };
+    const proc = runContainer(
+      {
+        // Unique on the machine (runc's cgroups are named by it): the namespace is the lab's own.
+        id: `${this.o.ns.netns}-${this.o.name}-${name}`,
+        container: this.container(name),
+        image: this.#image,
+        netnsPath: `/run/netns/${this.o.ns.netns}`,
+        hostname: this.#hostname,
+        volumes: Object.fromEntries(
+          (this.pod.spec!.volumes ?? []).map((v) => [v.name, this.volumePath(v.name)]),
+        ),
+        fields: this.#fields(),
+        env: {
+          HOSTNAME: this.#hostname,
+          KUBERNETES_SERVICE_HOST: api.host,
+          KUBERNETES_SERVICE_PORT: String(api.port),
+          ...extras.env,
+        },
+        files: {
+          [this.#hostsFile]: "/etc/hosts",
+          ...Object.fromEntries((extras.mounts ?? []).map((m) => [m.source, m.target])),
+        },
+        sysctls: Object.fromEntries(
+          (this.pod.spec!.securityContext?.sysctls ?? []).map((s) => [s.name, s.value]),
+        ),
+      },
+      {
+        rootfs: this.#image.rootfs,
+        dir: join(this.o.dir, "containers", name),
+        root: this.#runcRoot,
+        logFile: join(this.o.dir, `${this.o.ns.name}-${name}.log`),
+      },
     );
-    mkdirSync(REGISTRY_DIR, { recursive: true });
-    const proc = startWatched(
-      this.o.ns,
-      this.o.dir,
-      name,
-      [t.unshare, "--mount", "--propagation", "private", "--uts", "--", t.sh, files.script],
-      { env, inheritEnv: false, asPid1: true },
-    );
-    this.#running.set(name, { proc, env, setpriv: spec.setpriv, mountTargets });
+    this.#running.set(name, proc);
     return proc;
   }
 
-  /** `argv` with its command found as the agent finds it (no image: on this machine's PATH). */
-  #resolved(name: string, argv: string[], env: Record<string, string>, mountTargets: string[]): string[] {
-    const [argv0, ...rest] = argv;
-    if (argv0 === undefined) throw new NetnsError(`pod ${this.o.name}, container ${name}: no command`);
-    const found = resolveCommand(argv0, {
-      containerPath: env.PATH ?? this.o.path,
-      agentPath: this.o.path,
-      mountTargets,
-      isExecutable,
-    });
-    if ("error" in found) throw new NetnsError(`pod ${this.o.name}, container ${name}: ${found.error}`);
-    return [found.path, ...rest];
+  #runningContainer(name: string): RuncProcess {
+    const proc = this.#running.get(name);
+    if (!proc || proc.status()) throw new NetnsError(`pod ${this.o.name}: container ${name} is not running`);
+    return proc;
   }
 
-  /** Runs `argv` inside running container `name`, as its user and capabilities: an exec hook or probe. */
-  async exec(name: string, argv: string[], timeoutMs = 30_000): Promise<ExecResult> {
-    const running = this.#running.get(name);
-    const pid = await running?.proc.mainPid();
-    if (!running || pid === undefined)
-      throw new NetnsError(`pod ${this.o.name}: container ${name} is not running`);
-    const command = this.#resolved(name, argv, running.env, running.mountTargets);
-    const [nsenter, ...args] = execInContainerArgs(tools(), pid, running.setpriv, command);
-    return execCommand(nsenter!, args, { env: running.env, timeoutMs });
+  /** Runs `argv` inside running container `name` (`runc exec`), as its user and capabilities: an exec hook or probe. */
+  exec(name: string, argv: string[], timeoutMs = 30_000): Promise<ExecResult> {
+    return this.#runningContainer(name).exec(argv, timeoutMs);
   }
 
   /**
    * Runs container `name`'s preStop hook as the kubelet does (exec inside the container, httpGet to
-   * the pod's address), bounded by `timeoutMs`; undefined when it has none. A failed hook does not
-   * stop the termination: the kubelet reports it (FailedPreStopHook) and sends SIGTERM anyway.
+   * the pod's address from its network namespace), bounded by `timeoutMs`; undefined when it has
+   * none or does not run. A failed hook does not stop the termination: the kubelet reports it
+   * (FailedPreStopHook) and sends SIGTERM anyway.
    */
   async preStop(name: string, timeoutMs: number): Promise<HandlerResult | undefined> {
     const c = this.container(name);
     const hook = c.lifecycle?.preStop;
-    const pid = await this.#running.get(name)?.proc.mainPid();
-    if (!hook || pid === undefined) return undefined;
-    return runHandler(
-      hook,
-      {
-        pid,
-        podIP: runtimeFields(this.o).podIP,
-        ports: c.ports ?? [],
-        tools: tools(),
-        exec: async (argv, ms) => {
-          const r = await this.exec(name, argv, ms);
-          return { code: r.code, output: r.stdout + r.stderr };
-        },
-      },
-      timeoutMs,
-    );
+    const proc = this.#running.get(name);
+    if (!hook || !proc || proc.status()) return undefined;
+    if (hook.exec) {
+      const r = await proc.exec(hook.exec.command ?? [], timeoutMs);
+      const output = r.stdout + r.stderr;
+      if (r.timedOut) return { ok: false, detail: `command timed out after ${timeoutMs / 1000}s` };
+      return { ok: r.code === 0, detail: r.code === 0 ? output : `exit ${r.code}: ${output.trim()}` };
+    }
+    if (hook.httpGet) {
+      const { port: named, path = "/" } = hook.httpGet;
+      const port =
+        typeof named === "number" || /^[0-9]+$/.test(named)
+          ? Number(named)
+          : c.ports?.find((p) => p.name === named)?.containerPort;
+      if (port === undefined) return { ok: false, detail: `no container port named "${named}"` };
+      // The kubelet counts 200-399 as success; a refused or timed-out request fails the hook.
+      const answer = await getInside(this.o.ns, port, path, {
+        host: hook.httpGet.host || this.#ip,
+        // curl takes --max-time 0 for no limit at all.
+        timeoutMs: Math.max(timeoutMs, 100),
+      }).catch((err: Error) => err);
+      if (answer instanceof Error) return { ok: false, detail: answer.message };
+      const ok = answer.status >= 200 && answer.status < 400;
+      return { ok, detail: ok ? `HTTP ${answer.status}` : `HTTP status ${answer.status}` };
+    }
+    return { ok: false, detail: "the hook has no exec or httpGet" };
   }
 
-  /** Kills every container still running. */
+  /** Kills every container still running and deletes each by id; throws if runc still holds one. */
   async kill(): Promise<void> {
-    await Promise.all([...this.#running.values()].map((r) => r.proc.kill()));
+    await Promise.all([...this.#running.values()].map((p) => p.kill()));
+    const left = await runcContainers(this.#runcRoot).catch(() => []);
+    if (left.length) throw new NetnsError(`pod ${this.o.name}: runc still holds ${left.join(", ")}`);
+    live.delete(this);
   }
+}
+
+/** Kills and deletes the containers of every pod this worker created and has not removed yet. */
+export async function removeDeployedPods(): Promise<void> {
+  await Promise.all([...live].map((p) => p.kill()));
 }
 
 /** A running process's user and capability sets, from /proc (names as in a securityContext). */
@@ -267,18 +273,4 @@ export function processPrivileges(pid: number) {
     ambient: capabilities("CapAmb"),
     noNewPrivs: field("NoNewPrivs") === "1",
   };
-}
-
-/** Removes the mountpoints containers created on this machine's filesystem that nothing mounts any more. */
-export async function removeContainerMountpoints(): Promise<void> {
-  await removeUnusedMountpoints(tools().flock);
-}
-
-function runtimeFields(o: DeployedPodOptions): PodRuntimeFields {
-  const ip = o.runtime.podIP ?? o.runtime.hostIP;
-  return { podIP: ip, podIPs: [ip], hostIP: o.runtime.hostIP, hostIPs: [o.runtime.hostIP] };
-}
-
-function allocatable() {
-  return { cpu: cpus().length, memory: totalmem(), "ephemeral-storage": 0 };
 }

@@ -20,7 +20,7 @@ import { join } from "node:path";
 import { RR_PATHS, routeReflectorPodSpec } from "../../../packages/core/src/routeReflector/podSpec.ts";
 import { type Bridge, FrrRouter, type LabNamespace, NetnsLab } from "@portable-lb/lab";
 import { parseFrrBfdPeers, upPeers } from "../bfdSessions.ts";
-import { DeployedPod, IMAGE_PATH, removeContainerMountpoints } from "./deployedPod.ts";
+import { DeployedPod } from "./deployedPod.ts";
 import type { LbPod } from "./lbPod.ts";
 import type { WatchedProcess } from "./watchedProcess.ts";
 
@@ -217,7 +217,6 @@ export class EcmpLab {
         dir: join(this.lab.dir, `rr${n}`),
         runtime: { hostIP: node.ip },
         secrets: { [secret]: { [RR_PATHS.configFile]: config } },
-        path: IMAGE_PATH,
       });
     }
     const bird = pod.start("bird");
@@ -267,7 +266,7 @@ export class EcmpLab {
 
   async destroy(): Promise<void> {
     await this.router.stop().catch(() => undefined);
+    for (const { pod } of this.reflectors.values()) await pod.kill();
     await this.lab.destroy();
-    await removeContainerMountpoints();
   }
 }

@@ -126,20 +126,25 @@ export function parseWriteOut(stdout: string, count: number, by: By): Omit<Histo
 }
 
 /**
- * GET http://127.0.0.1:<port><path> from inside `ns` (a pod's own ports, which only its loopback
- * sees). With curl, which starts in milliseconds: a kubelet sends its probes and preStop GETs from
- * its own process, so a Node process started per request (100+ ms under load) would be measured
- * as the LB's time.
+ * GET http://<host>:<port><path> from inside `ns` (by default 127.0.0.1: a pod's own ports, which
+ * only its loopback sees), within `timeoutMs`. With curl, which starts in milliseconds: a kubelet
+ * sends its probes and preStop GETs from its own process, so a Node process started per request
+ * (100+ ms under load) would be measured as the LB's time.
  */
 export async function getInside(
   ns: LabNamespace,
   port: number,
   path: string,
+  { host = "127.0.0.1", timeoutMs = 10_000 }: { host?: string; timeoutMs?: number } = {},
 ): Promise<{ status: number; body: string }> {
-  const url = `http://127.0.0.1:${port}${path}`;
-  const r = await ns.exec("curl", ["-sS", "--max-time", "10", "-w", "\n%{http_code}", url], {
-    timeoutMs: 15_000,
-  });
+  const url = `http://${host}:${port}${path}`;
+  const r = await ns.exec(
+    "curl",
+    ["-sS", "--max-time", String(timeoutMs / 1000), "-w", "\n%{http_code}", url],
+    {
+      timeoutMs: timeoutMs + 5_000,
+    },
+  );
   if (r.code !== 0) throw new Error(`GET ${url} in ${ns.netns}: curl exit ${r.code}: ${r.stderr.trim()}`);
   const cut = r.stdout.lastIndexOf("\n");
   return { status: Number(r.stdout.slice(cut + 1)), body: r.stdout.slice(0, cut) };

@@ -1,5 +1,5 @@
 // An LB pod in a lab: the pod spec the LoadBalancer component renders (lbPodSpec) for the given
-// config, run in the pod's network namespace as the kubelet would run it (DeployedPod): the image's
+// config, run in the pod's network namespace from the LB image under runc (DeployedPod): the image's
 // controller and speaker commands with the containers' user, capabilities, no_new_privs, read-only
 // root and volumes, the API server reached through an ApiBridge. The failure cases of the BGP tests
 // act on it as the kubelet or a fault would: preStop hooks then SIGTERM, SIGKILL of a container,
@@ -10,7 +10,7 @@ import { copyFileSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { type LabNamespace, NetnsError, waitUntil } from "@portable-lb/lab";
 import { ApiBridge } from "./apiBridge.ts";
-import { DeployedPod, IMAGE_PATH } from "./deployedPod.ts";
+import { DeployedPod } from "./deployedPod.ts";
 import { getInside } from "./httpClient.ts";
 import type { WatchedProcess } from "./watchedProcess.ts";
 import { parseBirdBfdSessions, upPeers } from "../bfdSessions.ts";
@@ -91,7 +91,6 @@ export class LbPod {
         runtime: { podIP: o.podIp, hostIP: o.nodeIp },
         configMaps: { [CONFIG_MAP]: { "config.json": JSON.stringify(config) } },
         ...(o.bgpPassword !== undefined && { secrets: { [PASSWORD_SECRET]: { password: o.bgpPassword } } }),
-        path: IMAGE_PATH,
         apiServer: { host: "127.0.0.1", port: BRIDGE_PORT },
       });
       // Outside /tmp, which the controller's emptyDir hides.
@@ -113,14 +112,7 @@ export class LbPod {
     await this.#network(true);
     const controller = this.pod.start("controller", {
       env: { KUBECONFIG: API_CREDENTIALS },
-      mounts: [
-        {
-          source: join(this.pod.o.dir, "api-credentials"),
-          target: API_CREDENTIALS,
-          readOnly: true,
-          file: true,
-        },
-      ],
+      mounts: [{ source: join(this.pod.o.dir, "api-credentials"), target: API_CREDENTIALS }],
     });
     this.controller = controller;
     this.startSpeaker();

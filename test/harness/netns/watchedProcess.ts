@@ -37,6 +37,11 @@ export interface WatchedProcess {
   lastLines(n?: number): string;
 }
 
+/** The exit status if the process exits within `ms`, else undefined. */
+export function exitWithin(exited: Promise<ExitStatus>, ms: number): Promise<ExitStatus | undefined> {
+  return Promise.race([exited, new Promise<undefined>((r) => setTimeout(() => r(undefined), ms).unref())]);
+}
+
 /** The first child of `pid` (unshare's forked command), once it exists. */
 async function childOf(pid: number): Promise<number | undefined> {
   let child: number | undefined;
@@ -71,30 +76,42 @@ export function startWatched(
   closeSync(log);
   const pid = child.pid;
   if (pid === undefined) throw new Error(`${ns.netns}: ${name} (${argv[0]}) could not be started`);
-  let status: ExitStatus | undefined;
   const exited = new Promise<ExitStatus>((resolve) =>
-    child.once("exit", (code, signal) => resolve((status = { code, signal }))),
+    child.once("exit", (code, signal) => resolve({ code, signal })),
   );
-  const mainPid = async () => {
-    if (status) return undefined;
-    return opts.asPid1 ? await childOf(pid) : pid;
-  };
-  const within = (ms: number) =>
-    Promise.race([exited, new Promise<undefined>((r) => setTimeout(() => r(undefined), ms).unref())]);
+  return followed(logFile, exited, {
+    mainPid: () => (opts.asPid1 ? childOf(pid) : Promise.resolve(pid)),
+    kill: () => void child.kill("SIGKILL"),
+  });
+}
+
+/**
+ * A WatchedProcess from its log, its exit and two ways in: where its main process is (asked only
+ * while it runs) and how to kill it. The rest follows.
+ */
+export function followed(
+  logFile: string,
+  exited: Promise<ExitStatus>,
+  how: { mainPid: () => Promise<number | undefined>; kill: () => Promise<void> | void },
+): WatchedProcess {
+  let status: ExitStatus | undefined;
+  // Registered first, so whoever awaits `exited` sees status() set.
+  const done = exited.then((s) => (status = s));
+  const mainPid = async () => (status ? undefined : await how.mainPid());
   return {
     logFile,
-    exited,
+    exited: done,
     status: () => status,
     mainPid,
     async signal(sig, withinMs) {
       const target = await mainPid();
       if (!status && target !== undefined) process.kill(target, sig);
-      return within(withinMs);
+      return exitWithin(done, withinMs);
     },
     async kill() {
       if (status) return;
-      child.kill("SIGKILL");
-      await within(5_000);
+      await how.kill();
+      await exitWithin(done, 5_000);
     },
     lastLines: (n = 20) => lastLines(logFile, n),
   };

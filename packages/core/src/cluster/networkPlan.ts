@@ -4,7 +4,7 @@ import { cidrsOverlap, ipv4Cidr, isIpv4Cidr } from "../config/cidr.ts";
 import { checkPoolsDistinct, vipPoolSchema } from "../config/vipPool.ts";
 
 export const networkPlanSchema = z
-  .object({
+  .strictObject({
     /** Where the nodes (and the upstream router) live. */
     nodeCidr: ipv4Cidr,
     podCidr: ipv4Cidr,

@@ -1,42 +1,11 @@
 import * as pulumi from "@pulumi/pulumi";
 import { installMocks, secretValue, settled, typeChain, valueOf } from "../../../../test/unit/pulumiMocks.ts";
-import type { ClusterEnvironment } from "../environment.ts";
 import type { Platform } from "../platform.ts";
+import { bgpArgs, env, network } from "../testing/clusterArgs.ts";
 import { PortableCluster, type PortableClusterArgs } from "./portableCluster.ts";
 
 const recorded = installMocks();
 beforeEach(() => (recorded.length = 0));
-
-const network = {
-  nodeCidr: "10.0.0.0/24",
-  podCidr: "10.244.0.0/16",
-  serviceCidr: "10.96.0.0/16",
-  vipPools: [{ name: "web", cidr: "10.1.1.0/24" }],
-};
-const env = (
-  platform: Platform,
-  routers?: string[],
-  extra: Partial<ClusterEnvironment> = {},
-): ClusterEnvironment => ({
-  kind: "kubeconfig",
-  platform,
-  kubeconfig: "apiVersion: v1\nkind: Config\n",
-  ...(routers && { bgp: { routers } }),
-  ...extra,
-});
-const bgpArgs = (platform: Platform): PortableClusterArgs => ({
-  environment: env(platform, ["10.0.0.1"]),
-  network,
-  loadBalancer: {
-    replicas: 3,
-    image: "registry.example/portable-lb/lb:1",
-    bgp: { asn: 64512 },
-    routeReflectors: [
-      { node: "rr1", address: "10.0.0.5" },
-      { node: "rr2", address: "10.0.0.6" },
-    ],
-  },
-});
 
 /** What each cloud's routes need (the issue's preview checks). */
 const CLOUD: Record<"aws" | "gcp", { routeTableIds?: string[]; project?: string; network?: string }> = {
@@ -140,7 +109,7 @@ describe("PortableCluster", () => {
     [
       "aws",
       {},
-      'loadBalancer.cloudRoutes.routeTableIds: is required with cloud aws: list the VPC route tables your clients\' subnets use, e.g. ["rtb-0123abcd"] (got nothing)',
+      'loadBalancer.cloudRoutes.routeTableIds: is required with cloud aws: list the VPC route tables your clients\' subnets use, e.g. ["rtb-0123abcd"] (not set)',
     ],
     [
       "aws",
@@ -150,12 +119,12 @@ describe("PortableCluster", () => {
     [
       "gcp",
       { network: "default" },
-      'loadBalancer.cloudRoutes.project: is required with cloud gcp: set the id of the project holding the VPC network (a Shared VPC\'s host project), e.g. "my-project-123" (got nothing)',
+      'loadBalancer.cloudRoutes.project: is required with cloud gcp: set the id of the project holding the VPC network (a Shared VPC\'s host project), e.g. "my-project-123" (not set)',
     ],
     [
       "gcp",
       { project: "my-project-123" },
-      'loadBalancer.cloudRoutes.network: is required with cloud gcp: set the VPC network the LB instances are in, e.g. "default" (got nothing)',
+      'loadBalancer.cloudRoutes.network: is required with cloud gcp: set the VPC network the LB instances are in, e.g. "default" (not set)',
     ],
     [
       "aws",
@@ -258,7 +227,7 @@ describe("PortableCluster", () => {
     [
       "BGP mode without upstream routers",
       (a) => (a.environment = env("onprem")),
-      "environment.bgp.routers: bgp routing needs at least one upstream router to peer with (got []); add the router addresses your network team gives you",
+      "environment.bgp.routers: bgp routing needs at least one upstream router to peer with (not set); add the router addresses your network team gives you",
     ],
     [
       "cloud routes on premises",
@@ -268,7 +237,7 @@ describe("PortableCluster", () => {
     [
       "BGP without an ASN",
       (a) => (a.loadBalancer.bgp = undefined),
-      "loadBalancer.bgp.asn: must be a number (got nothing)",
+      "loadBalancer.bgp.asn: is required for bgp routing; use a private ASN in 64512-65534 or 4200000000-4294967294 (not set)",
     ],
     [
       "an ASN out of range",

@@ -1,24 +1,23 @@
 // The top-level component: one environment description in, a working platform out. It talks to the
-// cluster through a Kubernetes provider made from the environment's kubeconfig and creates, in
-// order, Flannel, the LoadBalancer and (in BGP mode) the RouteReflectors.
+// cluster through a Kubernetes provider made from the environment's kubeconfig and, once the whole
+// input has passed one check (clusterInput.ts), creates in order Flannel, the LoadBalancer and (in
+// BGP mode) the RouteReflectors.
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
-import { z } from "zod";
+import type { z } from "zod";
 import { MULTIPATH_HASH_ADVICE, renderUpstreamRouterFrr } from "../bgp/index.ts";
 import type { bfdSchema, bgpTimersSchema } from "../config/bgpSettings.ts";
-import { asn } from "../config/bgpSettings.ts";
-import { cidrContains } from "../config/cidr.ts";
-import type { DATA_PLANES, SCHEDULERS } from "../config/lbConfig.ts";
-import { DEFAULT_LOAD_BALANCER_CLASS, lbCloudRoutesSchema, type LbConfigInput } from "../config/lbConfig.ts";
+import type { DATA_PLANES, SCHEDULERS, lbCloudRoutesSchema } from "../config/lbConfig.ts";
+import { DEFAULT_LOAD_BALANCER_CLASS, type LbConfigInput } from "../config/lbConfig.ts";
 import type { VipPool } from "../config/vipPool.ts";
 import type { ClusterEnvironment } from "../environment.ts";
 import { Flannel } from "../flannel/flannel.ts";
 import type { VxlanOptions } from "../flannel/flannelBackend.ts";
 import { LoadBalancer } from "../loadBalancer/loadBalancer.ts";
-import { RouteReflector, reflectorsSchema } from "../routeReflector/routeReflector.ts";
-import { ConfigError, parseOrThrow } from "../validation.ts";
-import { networkPlanSchema, type NetworkPlanInput } from "./networkPlan.ts";
-import { resolveRoutingMode, type RoutingChoice, type RoutingMode } from "./routingMode.ts";
+import { RouteReflector } from "../routeReflector/routeReflector.ts";
+import { checkClusterInput } from "./clusterInput.ts";
+import type { NetworkPlanInput } from "./networkPlan.ts";
+import type { RoutingChoice, RoutingMode } from "./routingMode.ts";
 
 export interface PortableClusterArgs {
   environment: ClusterEnvironment;
@@ -45,39 +44,13 @@ export interface PortableClusterArgs {
     };
     /** BGP mode: where the route reflectors run (node and its router-reachable address). */
     routeReflectors?: { node: string; address: string }[];
-    /** Cloud routes: AWS needs routeTableIds, GCP project and network; cloud is the platform's. */
-    cloudRoutes?: CloudRoutesArgs;
+    /** cloud-routes mode; `cloud` defaults to the environment's platform. */
+    cloudRoutes?: Omit<z.input<typeof lbCloudRoutesSchema>, "cloud"> & { cloud?: "aws" | "gcp" };
     /** How a stopping LB pod serves on after its withdrawal; the pod's grace period follows it. */
     drain?: LbConfigInput["drain"];
   };
   /** See LoadBalancerArgs.skipAwait. */
   skipAwait?: boolean;
-}
-
-type CloudRoutesArgs = Omit<z.input<typeof lbCloudRoutesSchema>, "cloud"> & { cloud?: "aws" | "gcp" };
-
-const bgpArgsSchema = z.object({
-  asn,
-  // BIRD merges at most 255 paths (FRR allows 256): the snippet must work on both.
-  maximumPaths: z.number().int().min(1).max(255).default(16),
-});
-
-/**
- * The cloud-routes settings, checked here so that what is missing (AWS route tables, GCP's project
- * and network) fails at preview under the field the user sets, with the environment's cloud.
- */
-function cloudRoutesFor(
-  env: ClusterEnvironment,
-  given: CloudRoutesArgs | undefined,
-): z.input<typeof lbCloudRoutesSchema> {
-  const cloud = env.platform as "aws" | "gcp";
-  if (given?.cloud !== undefined && given.cloud !== cloud)
-    throw new ConfigError(
-      `loadBalancer.cloudRoutes.cloud: must match the environment's platform ${cloud} (got ${JSON.stringify(given.cloud)}); drop it or set it to "${cloud}"`,
-    );
-  const settings = { ...given, cloud };
-  parseOrThrow(lbCloudRoutesSchema, settings, "loadBalancer.cloudRoutes");
-  return settings;
 }
 
 export class PortableCluster extends pulumi.ComponentResource {
@@ -95,33 +68,25 @@ export class PortableCluster extends pulumi.ComponentResource {
   public readonly routeReflector?: RouteReflector;
 
   constructor(name: string, args: PortableClusterArgs, opts?: pulumi.ComponentResourceOptions) {
-    super("portable-lb:core:PortableCluster", name, {}, opts);
+    // The whole input is checked before anything registers, this component included.
     const env = args.environment;
-    const network = parseOrThrow(networkPlanSchema, args.network, "network");
-    const routing = parseOrThrow(
-      z.enum(["auto", "bgp", "cloud-routes"], { error: "must be one of: auto, bgp, cloud-routes" }),
-      args.routing ?? "auto",
-      "routing",
-    );
-    this.routingMode = resolveRoutingMode(routing, env);
+    const checked = checkClusterInput(args, env);
+    super("portable-lb:core:PortableCluster", name, {}, opts);
+    const { network, image, routeReflectors: reflectors } = checked;
+    this.routingMode = checked.routingMode;
     this.vipPools = network.vipPools;
     const lbArgs = args.loadBalancer;
-    const image = lbArgs.image ?? env.lbImage;
     const bgp = this.routingMode === "bgp";
-    const bgpArgs = bgp ? parseOrThrow(bgpArgsSchema, lbArgs.bgp ?? {}, "loadBalancer.bgp") : undefined;
-    const reflectors = bgp
-      ? parseOrThrow(reflectorsSchema, lbArgs.routeReflectors ?? [], "loadBalancer.routeReflectors")
-      : [];
-    reflectors.forEach((rr, i) => {
-      // The upstream router sits on the node network and must reach every reflector directly.
-      if (!cidrContains(network.nodeCidr, rr.address))
-        throw new ConfigError(
-          `loadBalancer.routeReflectors[${i}].address: is outside network.nodeCidr ${network.nodeCidr}, so the upstream router cannot reach it (got "${rr.address}"); use the node's address on the node network`,
-        );
-    });
+    const bgpArgs = bgp
+      ? { asn: checked.loadBalancer.bgp!.asn!, maximumPaths: checked.loadBalancer.bgp?.maximumPaths ?? 16 }
+      : undefined;
 
     this.kubeconfig = pulumi.secret(pulumi.output(env.kubeconfig));
-    this.provider = new k8s.Provider(`${name}-k8s`, { kubeconfig: this.kubeconfig }, { parent: this });
+    this.provider = new k8s.Provider(
+      `${name}-k8s`,
+      { kubeconfig: this.kubeconfig },
+      { parent: this, ...(env.dependsOn && { dependsOn: env.dependsOn }) },
+    );
     const child = { parent: this, provider: this.provider };
 
     this.flannel = new Flannel(
@@ -129,9 +94,10 @@ export class PortableCluster extends pulumi.ComponentResource {
       {
         platform: env.platform,
         podCidr: network.podCidr,
-        ...(args.flannel?.backend !== undefined && { backend: args.flannel.backend }),
-        ...(args.flannel?.vxlan && { vxlan: args.flannel.vxlan }),
-        ...(args.flannel?.version && { version: args.flannel.version }),
+        ...(checked.flannel.backend !== undefined && { backend: checked.flannel.backend }),
+        ...(checked.flannel.vxlan && { vxlan: checked.flannel.vxlan }),
+        ...(checked.flannel.version && { version: checked.flannel.version }),
+        ...(env.flannelImage && { image: env.flannelImage }),
         ...(args.skipAwait && { skipAwait: true }),
       },
       child,
@@ -155,7 +121,7 @@ export class PortableCluster extends pulumi.ComponentResource {
           }),
         },
       }),
-      ...(!bgp && { cloudRoutes: cloudRoutesFor(env, lbArgs.cloudRoutes) }),
+      ...(checked.cloudRoutes && { cloudRoutes: checked.cloudRoutes }),
     };
     this.loadBalancer = new LoadBalancer(
       `${name}-lb`,
@@ -163,7 +129,7 @@ export class PortableCluster extends pulumi.ComponentResource {
         config: lbConfig,
         replicas: lbArgs.replicas,
         ...(env.lbNodeCount !== undefined && { lbNodeCount: env.lbNodeCount }),
-        ...(image !== undefined && { image }),
+        image,
         ...(lbArgs.nodeSelector && { nodeSelector: lbArgs.nodeSelector }),
         ...(bgp && lbArgs.bgp?.password !== undefined && { bgpPassword: lbArgs.bgp.password }),
         ...(args.skipAwait && { skipAwait: true }),
@@ -191,7 +157,7 @@ export class PortableCluster extends pulumi.ComponentResource {
           timers: lbBgp.timers,
           gracefulRestartS: lbBgp.gracefulRestartS,
           ...(lbArgs.bgp?.password !== undefined && { password: lbArgs.bgp.password }),
-          ...(image !== undefined && { image }),
+          image,
           ...(args.skipAwait && { skipAwait: true }),
         },
         { ...child, dependsOn: [this.flannel, this.loadBalancer] },

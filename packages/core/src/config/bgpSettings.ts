@@ -11,7 +11,7 @@ export const asn = z
     error: "is not a usable AS number; use a private ASN in 64512-65534 or 4200000000-4294967294",
   });
 
-export const bfdSchema = z.object({
+export const bfdSchema = z.strictObject({
   // Below 10 ms a software BFD on a busy node flaps; above 10 s BFD is pointless next to BGP hold.
   minRxMs: z.number().int().min(10).max(10_000).default(300),
   minTxMs: z.number().int().min(10).max(10_000).default(300),
@@ -19,7 +19,7 @@ export const bfdSchema = z.object({
 });
 
 export const bgpTimersSchema = z
-  .object({
+  .strictObject({
     holdTimeS: z.number().int().min(3).max(65535).default(9),
     keepaliveS: z.number().int().min(1).max(21845).default(3),
   })

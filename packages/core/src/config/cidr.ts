@@ -59,7 +59,12 @@ export function cidrSize(cidr: string): number {
 /** An IPv4 prefix whose host bits are zero ("10.0.0.0/24", not "10.0.0.1/24"). */
 export const ipv4Cidr = z
   .string()
-  .refine((s) => ipaddr.IPv4.isValidCIDR(s), { error: "not an IPv4 prefix; write it like 10.0.0.0/24" })
+  .refine((s) => ipaddr.IPv4.isValidCIDR(s), {
+    error: (issue) =>
+      ipaddr.IPv6.isValidCIDR(String(issue.input))
+        ? "IPv6 is not supported yet; use an IPv4 prefix like 10.0.0.0/24"
+        : "not an IPv4 prefix; write it like 10.0.0.0/24",
+  })
   .refine(
     (s) =>
       !ipaddr.IPv4.isValidCIDR(s) || ipaddr.IPv4.networkAddressFromCIDR(s).toString() === s.split("/")[0],
@@ -71,4 +76,9 @@ export const ipv4Cidr = z
     },
   );
 
-export const ipv4Address = z.ipv4({ error: "not an IPv4 address; write it like 10.0.0.1" });
+export const ipv4Address = z.ipv4({
+  error: (issue) =>
+    ipaddr.IPv6.isValid(String(issue.input))
+      ? "IPv6 is not supported yet; use an IPv4 address like 10.0.0.1"
+      : "not an IPv4 address; write it like 10.0.0.1",
+});

@@ -51,7 +51,7 @@ describe("lbConfigSchema", () => {
     [
       "BGP mode without peers",
       { ...good, bgp: undefined },
-      "lb.bgp: is required when routingMode is bgp: set bgp.asn and bgp.routeReflectors (got nothing)",
+      "lb.bgp: is required when routingMode is bgp: set bgp.asn and bgp.routeReflectors (not set)",
     ],
     [
       "no route reflector",
@@ -66,7 +66,7 @@ describe("lbConfigSchema", () => {
     [
       "cloud routes without settings",
       { ...good, routingMode: "cloud-routes", bgp: undefined },
-      "lb.cloudRoutes: is required when routingMode is cloud-routes: set cloudRoutes.cloud (got nothing)",
+      "lb.cloudRoutes: is required when routingMode is cloud-routes: set cloudRoutes.cloud (not set)",
     ],
     [
       "unknown routing mode",
@@ -123,7 +123,7 @@ describe("lbConfigSchema", () => {
     [
       "unknown scheduler",
       { ...good, dataPlane: { scheduler: "sh" } },
-      'lb.dataPlane.scheduler: must be one of: mh, rr, wrr, lc (got "sh")',
+      'lb.dataPlane.scheduler: must be one of: mh, rr, wrr, lc; did you mean "mh"? (got "sh")',
     ],
     [
       "keepalive too long",

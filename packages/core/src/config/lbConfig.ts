@@ -16,19 +16,65 @@ export const IPVS_COUNTER_LAG_S = 2;
 
 const port = z.number().int().min(1).max(65535);
 
-export const lbBgpSchema = z.object({
+/** How long peers keep our routes while a speaker restarts (BGP graceful restart, 12 bits). */
+export const gracefulRestartS = z.number().int().min(0).max(4095);
+
+export const loadBalancerClassSchema = z
+  .string()
+  .regex(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?\/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/, {
+    error: "must be a domain-prefixed name like portable-lb.io/ecmp",
+  });
+
+export const dataPlaneSchema = z.strictObject({
+  mode: z.enum(DATA_PLANES).default("auto"),
+  // Maglev hashing by default: behind ECMP every LB pod must pick the same backend for a flow.
+  scheduler: z.enum(SCHEDULERS).default("mh"),
+});
+
+// After a stop's withdrawal the pod keeps serving what the router still sends it, until no new
+// connection has come for `quietS` (the router has moved on), at most `timeoutS`; its grace
+// period is set from these (lb-image/src/controller/connectionDrain.ts).
+export const drainSchema = z.strictObject({
+  quietS: z.number().min(0.5).max(60).default(3),
+  timeoutS: z.number().int().min(1).max(3600).default(30),
+});
+
+/** The drain checks that need the data plane too; `path` is where the drain settings are. */
+export function checkDrain(
+  mode: (typeof DATA_PLANES)[number],
+  drain: z.output<typeof drainSchema>,
+  ctx: z.RefinementCtx,
+  path: PropertyKey[],
+): void {
+  if (drain.quietS >= drain.timeoutS)
+    ctx.addIssue({
+      code: "custom",
+      path: [...path, "quietS"],
+      message: `must be below drain.timeoutS (${drain.timeoutS}), or the quiet period could never end the drain; lower it or raise drain.timeoutS`,
+    });
+  // IPVS folds its connection counters every 2 s: a shorter quiet period would end the drain
+  // while connections still arrive.
+  if (mode !== "nftables" && drain.quietS < IPVS_COUNTER_LAG_S + 0.5)
+    ctx.addIssue({
+      code: "custom",
+      path: [...path, "quietS"],
+      message: `must be at least ${IPVS_COUNTER_LAG_S + 0.5} with dataPlane.mode ${mode} (IPVS updates its connection counters every ${IPVS_COUNTER_LAG_S} s); raise it, or use dataPlane.mode nftables`,
+    });
+}
+
+export const lbBgpSchema = z.strictObject({
   asn,
   /** Where the speakers peer: the route reflectors' addresses. */
   routeReflectors: z.array(ipv4Address).min(1, { error: "needs at least one route reflector address" }),
   bfd: bfdSchema.prefault({}),
   timers: bgpTimersSchema.prefault({}),
-  gracefulRestartS: z.number().int().min(0).max(4095).default(120),
+  gracefulRestartS: gracefulRestartS.default(120),
   /** File holding the TCP MD5 password (mounted from a Secret), when sessions are authenticated. */
   passwordFile: z.string().optional(),
 });
 
 export const lbCloudRoutesSchema = z
-  .object({
+  .strictObject({
     cloud: z.enum(["aws", "gcp"]),
     /** AWS: the route tables to point VIPs at this LB in. */
     routeTableIds: z
@@ -80,38 +126,19 @@ export const lbCloudRoutesSchema = z
   });
 
 export const lbConfigSchema = z
-  .object({
-    loadBalancerClass: z
-      .string()
-      .regex(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?\/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/, {
-        error: "must be a domain-prefixed name like portable-lb.io/ecmp",
-      })
-      .default(DEFAULT_LOAD_BALANCER_CLASS),
-    routingMode: z.enum(ROUTING_MODES, { error: `must be one of: ${ROUTING_MODES.join(", ")}` }),
+  .strictObject({
+    loadBalancerClass: loadBalancerClassSchema.default(DEFAULT_LOAD_BALANCER_CLASS),
+    routingMode: z.enum(ROUTING_MODES),
     podCidr: ipv4Cidr,
     vipPools: z
       .array(vipPoolSchema)
       .min(1, { error: "needs at least one pool, e.g. { name: 'default', cidr: '10.1.1.0/24' }" }),
-    dataPlane: z
-      .object({
-        mode: z.enum(DATA_PLANES, { error: `must be one of: ${DATA_PLANES.join(", ")}` }).default("auto"),
-        // Maglev hashing by default: behind ECMP every LB pod must pick the same backend for a flow.
-        scheduler: z.enum(SCHEDULERS, { error: `must be one of: ${SCHEDULERS.join(", ")}` }).default("mh"),
-      })
-      .prefault({}),
+    dataPlane: dataPlaneSchema.prefault({}),
     bgp: lbBgpSchema.optional(),
-    // After a stop's withdrawal the pod keeps serving what the router still sends it, until no new
-    // connection has come for `quietS` (the router has moved on), at most `timeoutS`; its grace
-    // period is set from these (lb-image/src/controller/connectionDrain.ts).
-    drain: z
-      .object({
-        quietS: z.number().min(0.5).max(60).default(3),
-        timeoutS: z.number().int().min(1).max(3600).default(30),
-      })
-      .prefault({}),
+    drain: drainSchema.prefault({}),
     cloudRoutes: lbCloudRoutesSchema.optional(),
     ports: z
-      .object({
+      .strictObject({
         metrics: port.default(9150),
         health: port.default(9151),
         // The node agent runs in the node's network namespace: its port is taken on every LB node.
@@ -141,20 +168,7 @@ export const lbConfigSchema = z
           message: `overlaps podCidr ${c.podCidr}; VIPs must lie outside the pod network`,
         });
     });
-    if (c.drain.quietS >= c.drain.timeoutS)
-      ctx.addIssue({
-        code: "custom",
-        path: ["drain", "quietS"],
-        message: `must be below drain.timeoutS (${c.drain.timeoutS}), or the quiet period could never end the drain; lower it or raise drain.timeoutS`,
-      });
-    // IPVS folds its connection counters every 2 s: a shorter quiet period would end the drain
-    // while connections still arrive.
-    if (c.dataPlane.mode !== "nftables" && c.drain.quietS < IPVS_COUNTER_LAG_S + 0.5)
-      ctx.addIssue({
-        code: "custom",
-        path: ["drain", "quietS"],
-        message: `must be at least ${IPVS_COUNTER_LAG_S + 0.5} with dataPlane.mode ${c.dataPlane.mode} (IPVS updates its connection counters every ${IPVS_COUNTER_LAG_S} s); raise it, or use dataPlane.mode nftables`,
-      });
+    checkDrain(c.dataPlane.mode, c.drain, ctx, ["drain"]);
     if (c.ports.metrics === c.ports.health)
       ctx.addIssue({ code: "custom", path: ["ports", "health"], message: "must differ from ports.metrics" });
   });

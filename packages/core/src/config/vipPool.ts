@@ -2,7 +2,7 @@
 import { z } from "zod";
 import { cidrsOverlap, ipv4Cidr, isIpv4Cidr } from "./cidr.ts";
 
-export const vipPoolSchema = z.object({
+export const vipPoolSchema = z.strictObject({
   name: z.string().regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, {
     error: "must be a DNS label (lowercase letters, digits, '-')",
   }),

@@ -244,6 +244,14 @@ describe("Flannel", () => {
     expect(spec.nodeSelector).toEqual({ "kubernetes.io/os": "linux", "portable-lb.io/pool": "web" });
   });
 
+  it("runs an environment's own flanneld image, and in the lab no CNI installers (containerd's template serves)", async () => {
+    await build({ platform: "lab", image: "localhost/portable-lb/flannel:abc123", version: "v0.26.4" });
+    const spec = daemonSetSpec();
+    expect(spec.containers[0]!.image).toBe("localhost/portable-lb/flannel:abc123");
+    expect(spec.initContainers).toEqual([]);
+    expect(spec.volumes.map((v: { name: string }) => v.name)).not.toContain("cni");
+  });
+
   it("waits for the DaemonSet unless skipAwait is set", async () => {
     await build();
     expect(inputsOf("kubernetes:apps/v1:DaemonSet").metadata.annotations).toBeUndefined();

@@ -32,6 +32,11 @@ export interface FlannelArgs {
   vxlan?: VxlanOptions;
   /** flanneld's image tag; default FLANNEL_VERSION. */
   version?: string;
+  /**
+   * flanneld's whole image reference, when the environment provides its own build (the lab: no public
+   * registry is reachable there); overrides `images.repository` and `version`.
+   */
+  image?: string;
   /** The CNI plugin's image tag; default FLANNEL_CNI_PLUGIN_VERSION. */
   cniPluginVersion?: string;
   /** Default "kube-flannel", upstream's, so flannel's docs and tools find it. */
@@ -96,7 +101,7 @@ export class Flannel extends pulumi.ComponentResource {
 
     const version = args.version ?? FLANNEL_VERSION;
     const cniPluginVersion = args.cniPluginVersion ?? FLANNEL_CNI_PLUGIN_VERSION;
-    const image = `${args.images?.repository ?? "docker.io/flannel/flannel"}:${version}`;
+    const image = args.image ?? `${args.images?.repository ?? "docker.io/flannel/flannel"}:${version}`;
     const cniPluginImage = `${args.images?.cniPluginRepository ?? "docker.io/flannel/flannel-cni-plugin"}:${cniPluginVersion}`;
     const labels = standardLabels("flannel", { app: "flannel", tier: "node" });
     const lab = args.platform === "lab";
@@ -193,7 +198,9 @@ export class Flannel extends pulumi.ComponentResource {
               tolerations: [{ operator: "Exists", effect: "NoSchedule" }],
               nodeSelector: { "kubernetes.io/os": "linux", ...args.nodeSelector },
               serviceAccountName: this.serviceAccount.metadata.name,
-              // The lab's node agent wires pod networks itself (no CNI): nothing would read these.
+              // The lab's nodes take their pod network from containerd's CNI template instead (bridge and
+              // host-local on the node's pod CIDR, as flannel's plugin delegates to): flannel's CNI
+              // plugin is not on the Go module proxy, so the lab cannot build its image.
               initContainers: lab
                 ? []
                 : [

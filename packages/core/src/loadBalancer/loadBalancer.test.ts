@@ -275,7 +275,7 @@ describe("LoadBalancer", () => {
     [
       "no image (no public one exists)",
       { image: undefined },
-      "loadBalancer.image: is required, as no public LB image exists; build and push the LB image with 'npm run image -- --push <your-registry>/portable-lb/lb:<tag>' and set loadBalancer.image to that reference (lb-image/README.md, Building) (got nothing)",
+      "loadBalancer.image: is required, as no public LB image exists; build and push the LB image with 'npm run image -- --push <your-registry>/portable-lb/lb:<tag>' and set loadBalancer.image to that reference (lb-image/README.md, Building) (not set)",
     ],
     [
       "an image that is no reference",

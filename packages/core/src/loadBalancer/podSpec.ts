@@ -143,6 +143,13 @@ function configVolume(input: LbPodSpecInput, bgp: boolean) {
   };
 }
 
+/**
+ * The sysctls the LB pod sets in its own network namespace: it forwards VIP traffic to the backends.
+ * Kubernetes counts net.ipv4.ip_forward as unsafe, so the LB nodes' kubelets must allow it
+ * (`allowedUnsafeSysctls`, or `--allowed-unsafe-sysctls`); otherwise the pods fail with SysctlForbidden.
+ */
+export const LB_POD_SYSCTLS = ["net.ipv4.ip_forward"];
+
 export function lbPodSpec(input: LbPodSpecInput): PodSpec {
   const bgp = input.config.routingMode === "bgp";
   return {
@@ -159,10 +166,7 @@ export function lbPodSpec(input: LbPodSpecInput): PodSpec {
     },
     tolerations: LB_NODE_TOLERATIONS,
     terminationGracePeriodSeconds: lbTerminationGraceS(input.config),
-    securityContext: {
-      // The pod forwards VIP traffic to backends in its own network namespace.
-      sysctls: [{ name: "net.ipv4.ip_forward", value: "1" }],
-    },
+    securityContext: { sysctls: LB_POD_SYSCTLS.map((name) => ({ name, value: "1" })) },
     containers: bgp ? [controller(input, bgp), speaker(input)] : [controller(input, bgp)],
     volumes: [
       configVolume(input, bgp),

@@ -125,7 +125,7 @@ describe("RouteReflector", () => {
     [
       "a bad BFD multiplier",
       { bfd: { multiplier: 1 } },
-      "routeReflector.bfd.multiplier: Too small: expected number to be >=2 (got 1)",
+      "routeReflector.bfd.multiplier: must be a whole number from 2 to 255 (got 1)",
     ],
   ])("rejects %s", (_what, override, message) => {
     expect(() => new RouteReflector("bad", { ...args, ...override })).toThrow(message);

@@ -18,7 +18,7 @@ export const RR_APP_LABEL = "portable-lb-route-reflector";
 
 export const reflectorsSchema = z
   .array(
-    z.object({
+    z.strictObject({
       /** The node (kubernetes.io/hostname) the reflector runs on. */
       node: z.string().min(1, { error: "must name a node" }),
       /** That node's address, which the upstream router peers with. */

@@ -41,6 +41,8 @@ export interface ComponentState {
   name: string;
   pid: number;
   log: string;
+  /** Its command and arguments: what a restart runs again (same data, certificates and ports). */
+  argv: string[];
 }
 
 export interface ControlPlaneState {
@@ -105,7 +107,7 @@ async function startOnce(opts: ControlPlaneOptions): Promise<ControlPlaneState> 
     ...(opts.ownerPid !== undefined && { ownerPid: opts.ownerPid }),
     components: [],
   };
-  const saveState = () => writeFile(join(opts.dir, "state.json"), JSON.stringify(state, null, 2));
+  const saveState = () => writeState(state);
 
   try {
     const serviceCidr = opts.serviceCidr ?? "10.96.0.0/16";
@@ -147,7 +149,7 @@ async function startOnce(opts: ControlPlaneOptions): Promise<ControlPlaneState> 
     const launch = async (name: string, command: string, args: string[], ready: () => Promise<boolean>) => {
       const log = join(opts.dir, `${name}.log`);
       const pid = startDaemon({ name, command, args, logFile: log });
-      state.components.push({ name, pid, log });
+      state.components.push({ name, pid, log, argv: [command, ...args] });
       await saveState();
       let exited = false;
       const ok = await waitUntil(
@@ -200,8 +202,9 @@ async function startOnce(opts: ControlPlaneOptions): Promise<ControlPlaneState> 
         "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
         `--service-cluster-ip-range=${serviceCidr}`,
         "--authorization-mode=Node,RBAC",
-        // One apiserver on a loopback address: the endpoints reconciler would publish an unusable address.
-        "--endpoint-reconciler-type=none",
+        // On a loopback address the endpoints reconciler would publish an unusable address; on a lab's
+        // node network it publishes the one pods reach through the kubernetes Service.
+        `--endpoint-reconciler-type=${opts.bindAddress ? "lease" : "none"}`,
         "--profiling=false",
         "--v=1",
       ],
@@ -287,6 +290,13 @@ export async function stopControlPlane(state: ControlPlaneState): Promise<void> 
 export function killControlPlaneNow(state: ControlPlaneState): void {
   for (const c of state.components) killNow(c.pid, state.dir);
 }
+
+export async function writeState(state: ControlPlaneState): Promise<void> {
+  await writeFile(join(state.dir, "state.json"), JSON.stringify(state, null, 2));
+}
+
+/** The components in the order they start (each needs the ones before it). */
+export const START_ORDER = [...STOP_ORDER].reverse();
 
 export async function readState(dir: string): Promise<ControlPlaneState | undefined> {
   try {

@@ -13,6 +13,8 @@ export interface KubeletConfigInput {
   /** The control plane's CA: clients of the kubelet's API (the API server) present certificates from it. */
   clientCaFile: string;
   taints?: Taint[];
+  /** Sysctls outside Kubernetes' safe set that pods on this node may set (the LB nodes': LB_POD_SYSCTLS). */
+  allowedUnsafeSysctls?: string[];
   /** Pods the node admits; default 110 as upstream. */
   maxPods?: number;
 }
@@ -22,6 +24,7 @@ export function kubeletConfig({
   layout,
   clientCaFile,
   taints = [],
+  allowedUnsafeSysctls = [],
   maxPods = 110,
 }: KubeletConfigInput): string {
   return JSON.stringify(
@@ -64,6 +67,7 @@ export function kubeletConfig({
       imageGCHighThresholdPercent: 100,
       imageGCLowThresholdPercent: 99,
       registerWithTaints: taints,
+      allowedUnsafeSysctls,
       maxPods,
       // No cluster DNS in the lab.
       resolvConf: "/etc/resolv.conf",

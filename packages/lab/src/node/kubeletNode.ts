@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { execCommand } from "../netns/netnsLab.ts";
 import {
   commandLine,
+  findByMarker,
   lastLines,
   requireCommand,
   runs,
@@ -40,6 +41,8 @@ export interface KubeletNodeSpec {
   sandboxImage: string;
   labels?: Record<string, string>;
   taints?: Taint[];
+  /** Sysctls outside Kubernetes' safe set its pods may set. */
+  allowedUnsafeSysctls?: string[];
 }
 
 export interface NodeProcess {
@@ -48,6 +51,8 @@ export interface NodeProcess {
   /** In its command line while it runs: guards against a recycled pid. */
   marker: string;
   logFile: string;
+  /** What started it (with the `nsenter` into the node's namespaces): what a restart runs again. */
+  argv: string[];
 }
 
 export class KubeletNodeError extends Error {}
@@ -63,11 +68,18 @@ function kill(pid: number): void {
 export class KubeletNode {
   readonly layout: NodeLayout;
   readonly processes: NodeProcess[] = [];
-  readonly #spec: KubeletNodeSpec;
+  readonly #spec: KubeletNodeSpec | undefined;
 
-  private constructor(spec: KubeletNodeSpec) {
+  private constructor(layout: NodeLayout, spec?: KubeletNodeSpec) {
     this.#spec = spec;
-    this.layout = spec.layout;
+    this.layout = layout;
+  }
+
+  /** A node started earlier (by another process, say), from its layout and recorded processes. */
+  static attach(layout: NodeLayout, processes: NodeProcess[]): KubeletNode {
+    const node = new KubeletNode(layout);
+    node.processes.push(...processes);
+    return node;
   }
 
   /**
@@ -76,7 +88,7 @@ export class KubeletNode {
    * in place. Stops what it started if any step fails.
    */
   static async start(spec: KubeletNodeSpec): Promise<KubeletNode> {
-    const node = new KubeletNode(spec);
+    const node = new KubeletNode(spec.layout, spec);
     try {
       await node.#start();
       return node;
@@ -87,7 +99,8 @@ export class KubeletNode {
   }
 
   async #start(): Promise<void> {
-    const { layout, nodeIp } = this.#spec;
+    const spec = this.#spec!;
+    const { layout, nodeIp } = spec;
     const cniBin = process.env[CNI_BIN_ENV];
     if (!cniBin || !existsSync(join(cniBin, "bridge")))
       throw new KubeletNodeError(
@@ -108,26 +121,31 @@ export class KubeletNode {
       mkdirSync(dir, { recursive: true });
     writeFileSync(
       layout.containerdConfig,
-      containerdConfig({ layout, sandboxImage: this.#spec.sandboxImage, cniBinDir: cniBin }),
+      containerdConfig({ layout, sandboxImage: spec.sandboxImage, cniBinDir: cniBin }),
     );
     writeFileSync(layout.cniTemplate, cniTemplate(layout));
     writeFileSync(
       layout.kubeletConfig,
-      kubeletConfig({ layout, clientCaFile: this.#spec.clientCaFile, taints: this.#spec.taints }),
+      kubeletConfig({
+        layout,
+        clientCaFile: spec.clientCaFile,
+        taints: spec.taints,
+        allowedUnsafeSysctls: spec.allowedUnsafeSysctls,
+      }),
     );
     writeFileSync(
       layout.kubeProxyConfig,
       kubeProxyConfig({
         nodeName: layout.name,
         kubeconfig: layout.kubeProxyKubeconfig,
-        clusterCidr: this.#spec.clusterCidr,
+        clusterCidr: spec.clusterCidr,
       }),
     );
     createCgroupRoot(layout.cgroupRoot);
     const [holder, ...holderArgs] = MOUNT_NAMESPACE_HOLDER;
     await this.#spawn("mount-namespace", holder!, holderArgs, "sleep infinity", [
       "nsenter",
-      `--net=/run/netns/${this.#spec.netns}`,
+      `--net=/run/netns/${spec.netns}`,
       "--",
     ]);
     await prepareMountNamespace(layout, this.#process("mount-namespace")!.pid);
@@ -144,15 +162,9 @@ export class KubeletNode {
       200,
     );
     if (!up) throw this.#failed("containerd", "did not answer on its socket within 30 s");
-    for (const archive of this.#spec.images) {
-      const r = await this.#ctr(["images", "import", archive], 300_000);
-      if (r.code !== 0)
-        throw new KubeletNodeError(
-          `node ${layout.name}: 'ctr images import ${archive}' failed: ${r.stderr.trim()}`,
-        );
-    }
+    await this.importImages(spec.images);
 
-    const labels = Object.entries(this.#spec.labels ?? {}).map(([k, v]) => `${k}=${v}`);
+    const labels = Object.entries(spec.labels ?? {}).map(([k, v]) => `${k}=${v}`);
     await this.#spawn(
       "kubelet",
       kubelet,
@@ -176,6 +188,17 @@ export class KubeletNode {
     );
   }
 
+  /** Imports OCI archives into the node's containerd, under the names they carry (what pods use). */
+  async importImages(archives: string[]): Promise<void> {
+    for (const archive of archives) {
+      const r = await this.#ctr(["images", "import", archive], 300_000);
+      if (r.code !== 0)
+        throw new KubeletNodeError(
+          `node ${this.layout.name}: 'ctr images import ${archive}' failed: ${r.stderr.trim()}`,
+        );
+    }
+  }
+
   /** `ctr` against the node's containerd, in the namespace the CRI plugin uses. */
   #ctr(args: string[], timeoutMs = 30_000) {
     return execCommand("ctr", ["--address", this.layout.containerdSocket, "--namespace", "k8s.io", ...args], {
@@ -192,9 +215,10 @@ export class KubeletNode {
     enter?: string[],
   ): Promise<void> {
     const logFile = join(this.layout.logs, `${name}.log`);
-    const [nsenter, ...prefix] = enter ?? enterNode(this.#spec.netns, this.#process("mount-namespace")!.pid);
-    const pid = startDaemon({ name, command: nsenter!, args: [...prefix, command, ...args], logFile });
-    this.processes.push({ name, pid, marker, logFile });
+    const [nsenter, ...prefix] = enter ?? enterNode(this.#spec!.netns, this.#process("mount-namespace")!.pid);
+    const argv = [nsenter!, ...prefix, command, ...args];
+    const pid = startDaemon({ name, command: argv[0]!, args: argv.slice(1), logFile });
+    this.processes.push({ name, pid, marker, logFile, argv });
     // nsenter execs the command in place; a failure to enter shows as an early exit.
     await waitUntil(() => (commandLine(pid) ?? "").includes(marker) || !runs(pid, ""), 5_000, 20);
     if (this.#exited(name)) throw this.#failed(name, "exited during start-up");
@@ -219,6 +243,39 @@ export class KubeletNode {
   /** Whether the node's processes all still run. */
   running(): boolean {
     return this.processes.every((p) => runs(p.pid, p.marker));
+  }
+
+  /**
+   * Restarts whichever of containerd, the kubelet and kube-proxy died, as a node's init system
+   * would, in the node's namespaces and with their configuration as before; the pods' containers
+   * keep running meanwhile. Returns the names restarted. A node whose mount namespace is gone
+   * (its holder died) cannot be healed so: it must be made afresh.
+   */
+  async restartDead(): Promise<string[]> {
+    if (this.#exited("mount-namespace"))
+      throw new KubeletNodeError(
+        `node ${this.layout.name}: its mount namespace is gone; make the node afresh`,
+      );
+    const dead = this.processes.filter((p) => p.name !== "mount-namespace" && !runs(p.pid, p.marker));
+    // The kubelet refuses to start without its cgroup root, which a stale-lab reaper may have taken.
+    if (dead.length) createCgroupRoot(this.layout.cgroupRoot);
+    for (const p of dead) {
+      // One restarted by an earlier repair that was never recorded (it failed later) is adopted.
+      const orphan = findByMarker(p.marker);
+      if (orphan !== undefined) {
+        p.pid = orphan;
+        continue;
+      }
+      p.pid = startDaemon({ name: p.name, command: p.argv[0]!, args: p.argv.slice(1), logFile: p.logFile });
+      await waitUntil(() => (commandLine(p.pid) ?? "").includes(p.marker) || !runs(p.pid, ""), 5_000, 20);
+      if (this.#exited(p.name)) throw this.#failed(p.name, "exited during its restart");
+    }
+    return dead.map((p) => p.name);
+  }
+
+  /** Whether restartDead() can heal it: its mount namespace lives. */
+  healable(): boolean {
+    return !this.#exited("mount-namespace");
   }
 
   /** The containerd shims of this node (they outlive containerd): by the socket in their command line. */

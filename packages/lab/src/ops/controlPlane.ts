@@ -2,13 +2,15 @@
 // the control plane's namespace, at its node-network address, where nodes and pods reach them.
 // This machine reaches the API server on 127.0.0.1 through two forwarders joined by a unix socket
 // (../forwarder.ts), so nothing listens outside a loopback or the lab's own namespaces.
+import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { extname, join } from "node:path";
-import { readState, stopControlPlane } from "../controlPlane/controlPlane.ts";
+import { isDeepStrictEqual } from "node:util";
+import { readState, START_ORDER, stopControlPlane, writeState } from "../controlPlane/controlPlane.ts";
 import { API_PORT, type LabPlan } from "../labPlan.ts";
 import { stopRecorded, type ProcessRecord } from "../netns/netnsLab.ts";
 import { freePort } from "../ports.ts";
-import { runs, startDaemon, waitUntil } from "../processes.ts";
+import { findByMarker, runs, startDaemon, waitUntil } from "../processes.ts";
 import { controlPlaneDir, labDir, labNamespace, namespaceExists } from "./fabric.ts";
 import { connectsTo } from "./probes.ts";
 
@@ -95,6 +97,63 @@ export async function healthy({ plan }: ControlPlaneSpec, state: ControlPlaneSta
     instance.components.every((c) => runs(c.pid, instance.dir)) &&
     state.forwarders.every((f) => runs(f.pid, f.marker))
   );
+}
+
+/** Whether update() can heal it: the same spec, and its namespace, state and forwarders are there. */
+export async function updatable(
+  olds: ControlPlaneSpec,
+  { plan, network }: ControlPlaneSpec,
+  state: ControlPlaneState,
+): Promise<boolean> {
+  const instance = await readState(controlPlaneDir(plan));
+  return (
+    isDeepStrictEqual(olds, { plan, network }) &&
+    namespaceExists(plan.controlPlane.netns) &&
+    instance !== undefined &&
+    state.forwarders.every((f) => runs(f.pid, f.marker))
+  );
+}
+
+/**
+ * Restarts whichever of etcd, kube-apiserver, the controller-manager and the scheduler died, in
+ * their namespace with their data, certificates and ports as before (what systemd or the kubelet's
+ * static pods do for a kubeadm control plane); nodes, pods and the cluster's objects stay as they are.
+ */
+export async function update(
+  _olds: ControlPlaneSpec,
+  { plan }: ControlPlaneSpec,
+  state: ControlPlaneState,
+): Promise<ControlPlaneState> {
+  const instance = (await readState(controlPlaneDir(plan)))!;
+  const netns = `--net=/run/netns/${plan.controlPlane.netns}`;
+  for (const name of START_ORDER) {
+    const c = instance.components.find((x) => x.name === name);
+    if (!c || runs(c.pid, instance.dir)) continue;
+    // One restarted by an earlier repair that was never recorded (it failed later) is adopted.
+    const orphan = findByMarker(c.argv.join(" "));
+    if (orphan !== undefined) {
+      c.pid = orphan;
+      continue;
+    }
+    c.pid = startDaemon({ name, command: "nsenter", args: [netns, "--", ...c.argv], logFile: c.log });
+    await writeState(instance);
+    // Up for a moment, and the API server answering again, before the next one that needs it.
+    await new Promise((r) => setTimeout(r, 1_000));
+    if (!runs(c.pid, instance.dir))
+      throw new Error(`lab ${plan.name}: ${name} exited during its restart; see ${c.log}`);
+  }
+  // Through this machine's forwarder, as every client here: etcd and the API server both answering.
+  const kc = new KubeConfig();
+  kc.loadFromFile(state.kubeconfigFile);
+  const core = kc.makeApiClient(CoreV1Api);
+  const answers = () =>
+    core.readNamespace({ name: "default" }).then(
+      () => true,
+      () => false,
+    );
+  if (!(await waitUntil(answers, 60_000, 500)))
+    throw new Error(`lab ${plan.name}: the API server did not answer within 60 s of its restart`);
+  return state;
 }
 
 export async function remove(

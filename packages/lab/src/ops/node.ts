@@ -1,40 +1,41 @@
-// One lab node: a namespace on the node network, forwarding, with the lab node agent (../agent)
-// registering the Node and running the pods bound to it. The agent authenticates as the node
-// (system:node:<name> in system:nodes, a certificate from the control plane's CA), so the API
-// server's Node authorizer limits it to its own Node and pods, as a kubelet.
+// One lab node: a namespace on the node network running a real Kubernetes node (../node: containerd
+// with runc, the kubelet and kube-proxy), with every image the lab's pods use imported into its
+// containerd. The kubelet authenticates as system:node:<name> (the Node authorizer limits it to its
+// own Node and pods), kube-proxy as system:kube-proxy; both certificates come from the control
+// plane's CA.
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
-import { existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
-import { extname, join } from "node:path";
-import { issueClientCert } from "../controlPlane/certificates.ts";
-import { renderKubeconfig } from "../controlPlane/kubeconfig.ts";
+import { isDeepStrictEqual } from "node:util";
+import { LB_POD_SYSCTLS } from "@portable-lb/core";
+import { existsSync, mkdirSync, rmSync } from "node:fs";
+import { join } from "node:path";
 import { API_PORT, type LabNodePlan, type LabPlan } from "../labPlan.ts";
-import { deleteNamespacesNow, stopRecorded, type ProcessRecord } from "../netns/netnsLab.ts";
-import { runs, waitUntil } from "../processes.ts";
-import {
-  controlPlaneDir,
-  freshNamespace,
-  labDir,
-  labNamespace,
-  namespaceExists,
-  plugIntoNodeNetwork,
-} from "./fabric.ts";
+import { KubeletNode, type NodeProcess } from "../node/kubeletNode.ts";
+import { labImage } from "../node/labImages.ts";
+import { removeCgroupRoot } from "../node/nodeCgroups.ts";
+import { writeNodeCredentials } from "../node/nodeCredentials.ts";
+import { nodeLayout, type NodeLayout } from "../node/nodeLayout.ts";
+import { deleteNamespacesNow } from "../netns/netnsLab.ts";
+import { lastLines, runs, waitUntil } from "../processes.ts";
+import { controlPlaneDir, freshNamespace, labDir, namespaceExists, plugIntoNodeNetwork } from "./fabric.ts";
 
 export interface NodeSpec {
   plan: LabPlan;
   node: string;
-  /** The control plane's instance: a new control plane means new node credentials and a new agent. */
+  /** The control plane's instance: a new control plane means new node credentials and a new node. */
   controlPlane: string;
   /** This machine's admin kubeconfig file, to wait for the Node to be Ready. */
   adminKubeconfig: string;
+  /** The OCI archives its containerd imports (their paths name their builds). */
+  images: string[];
 }
 
 export interface NodeState {
-  agent: ProcessRecord;
+  /** containerd, the kubelet, kube-proxy and the mount namespace's holder, by pid. */
+  processes: NodeProcess[];
 }
 
-/** How long a stopping agent gets to stop its pods (their grace periods) and delete its Node. */
-const AGENT_STOP_MS = 60_000;
-const READY_TIMEOUT_MS = 120_000;
+const READY_TIMEOUT_MS = 180_000;
+const STACK_SCOPE_PREFIX = "stack";
 
 function nodeOf(plan: LabPlan, name: string): LabNodePlan {
   const node = plan.nodes.find((n) => n.name === name);
@@ -42,9 +43,13 @@ function nodeOf(plan: LabPlan, name: string): LabNodePlan {
   return node;
 }
 
-/** lb-image's launchers (`portable-lb-controller` …): the LB pods' commands, found by the agent on PATH. */
-function lbImageBin(): string {
-  return join(__dirname, "../../../../lb-image/bin");
+/** The cgroup scope of a lab stack's nodes (a-z0-9 only: the reaper reads it back from cgroup names). */
+function stackScope(labName: string): string {
+  return STACK_SCOPE_PREFIX + labName.replace(/[^a-z0-9]/g, "");
+}
+
+export function layoutOf(plan: LabPlan, name: string): NodeLayout {
+  return nodeLayout(join(labDir(plan), name), name, stackScope(plan.name));
 }
 
 export async function create(spec: NodeSpec): Promise<NodeState> {
@@ -54,55 +59,31 @@ export async function create(spec: NodeSpec): Promise<NodeState> {
   const ns = await freshNamespace(plan, node.netns, true);
   await plugIntoNodeNetwork(plan, ns, node.fabricIface, node.ip);
 
-  const dir = join(labDir(plan), node.name);
-  mkdirSync(dir, { recursive: true });
-  const pki = join(controlPlaneDir(plan), "pki");
-  const user = `system:node:${node.name}`;
-  const cert = await issueClientCert(pki, { name: `node-${node.name}`, user, groups: ["system:nodes"] });
-  const kubeconfig = join(dir, "kubeconfig");
-  const server = `https://${plan.controlPlane.ip}:${API_PORT}`;
-  const rendered = renderKubeconfig({
-    server,
-    caCertFile: join(pki, "ca.crt"),
-    clientCertFile: cert.cert,
-    clientKeyFile: cert.key,
-    user,
+  const layout = layoutOf(plan, node.name);
+  mkdirSync(layout.dir, { recursive: true });
+  const pkiDir = join(controlPlaneDir(plan), "pki");
+  await writeNodeCredentials({ layout, pkiDir, server: `https://${plan.controlPlane.ip}:${API_PORT}` });
+  const kubelet = await KubeletNode.start({
+    layout,
+    netns: node.netns,
+    nodeIp: node.ip,
+    clientCaFile: join(pkiDir, "ca.crt"),
+    clusterCidr: plan.podCidr,
+    images: spec.images,
+    sandboxImage: labImage("pause").ref,
+    labels: node.labels,
+    // As a user's LB nodes must (README): the LB pods forward in their own network namespace.
+    ...(node.role === "lb" && { allowedUnsafeSysctls: LB_POD_SYSCTLS }),
   });
-  writeFileSync(kubeconfig, rendered, { mode: 0o600 });
-
-  const records: ProcessRecord[] = [];
-  const agent = join(__dirname, "..", "agent", `main${extname(__filename)}`);
-  const labels = Object.entries(node.labels).map(([k, v]) => `${k}=${v}`);
-  await labNamespace(plan, node.netns, records).spawn(
-    "agent",
-    process.execPath,
-    [
-      "--disable-warning=MODULE_TYPELESS_PACKAGE_JSON",
-      agent,
-      ...["--node-name", node.name, "--node-ip", node.ip, "--kubeconfig", kubeconfig],
-      ...[
-        "--state-dir",
-        join(dir, "state"),
-        "--node-root",
-        join(dir, "root"),
-        "--node-labels",
-        labels.join(","),
-      ],
-      // A node may not delete its own Node (the Node authorizer, as for kubelets): remove() does.
-      "--keep-node",
-    ],
-    {
-      marker: `${agent} --node-name ${node.name} `,
-      logFile: join(dir, "agent.log"),
-      env: { PATH: `${lbImageBin()}:${process.env.PATH ?? ""}` },
-    },
-  );
-  const state = { agent: records[0]! };
-  if (!(await nodeReady(spec.adminKubeconfig, node.name, state.agent))) {
+  const state = { processes: kubelet.processes };
+  if (!(await nodeReady(spec.adminKubeconfig, node.name, kubelet))) {
+    // The evidence goes with the node's folder: quote it first.
+    const dead = kubelet.processes.find((p) => !runs(p.pid, p.marker));
+    const why = dead
+      ? `its ${dead.name} exited; last lines of its log:\n${lastLines(dead.logFile, 20)}`
+      : `it was not Ready within ${READY_TIMEOUT_MS / 1000} s; last lines of its kubelet's log:\n${lastLines(join(layout.logs, "kubelet.log"), 20)}`;
     await remove(spec, state);
-    throw new Error(
-      `lab ${plan.name}: node ${node.name} was not Ready within ${READY_TIMEOUT_MS / 1000} s; see ${join(dir, "agent.log")}`,
-    );
+    throw new Error(`lab ${plan.name}: node ${node.name} did not come up: ${why}`);
   }
   return state;
 }
@@ -113,11 +94,11 @@ function adminApi(adminKubeconfig: string): CoreV1Api {
   return kc.makeApiClient(CoreV1Api);
 }
 
-async function nodeReady(adminKubeconfig: string, name: string, agent: ProcessRecord): Promise<boolean> {
+async function nodeReady(adminKubeconfig: string, name: string, kubelet: KubeletNode): Promise<boolean> {
   const api = adminApi(adminKubeconfig);
   return waitUntil(
     async () => {
-      if (!runs(agent.pid, agent.marker)) return true; // reported by the caller's check below
+      if (!kubelet.running()) return true; // reported by the check below
       try {
         const n = await api.readNode({ name });
         return n.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True") ?? false;
@@ -127,22 +108,59 @@ async function nodeReady(adminKubeconfig: string, name: string, agent: ProcessRe
     },
     READY_TIMEOUT_MS,
     500,
-  ).then((ok) => ok && runs(agent.pid, agent.marker));
+  ).then((ok) => ok && kubelet.running());
 }
 
 export function healthy(spec: NodeSpec, state: NodeState): boolean {
-  return namespaceExists(nodeOf(spec.plan, spec.node).netns) && runs(state.agent.pid, state.agent.marker);
+  const node = nodeOf(spec.plan, spec.node);
+  return (
+    namespaceExists(node.netns) &&
+    KubeletNode.attach(layoutOf(spec.plan, node.name), state.processes).running()
+  );
+}
+
+/**
+ * Whether update() can bring the node to `news` in place: only its images changed (a rebuilt LB
+ * image, say), and its namespaces are there.
+ */
+export function updatable(olds: NodeSpec, news: NodeSpec, state: NodeState): boolean {
+  const node = nodeOf(news.plan, news.node);
+  return (
+    isDeepStrictEqual({ ...olds, images: [] }, { ...news, images: [] }) &&
+    namespaceExists(node.netns) &&
+    KubeletNode.attach(layoutOf(news.plan, node.name), state.processes).healable()
+  );
+}
+
+/**
+ * Restarts a dead containerd, kubelet or kube-proxy in place (the pods keep running), imports the
+ * images the node does not have yet, then waits for Ready.
+ */
+export async function update(olds: NodeSpec, spec: NodeSpec, state: NodeState): Promise<NodeState> {
+  const kubelet = KubeletNode.attach(layoutOf(spec.plan, spec.node), state.processes);
+  await kubelet.restartDead();
+  if (!(await nodeReady(spec.adminKubeconfig, spec.node, kubelet)))
+    throw new Error(
+      `lab ${spec.plan.name}: node ${spec.node} was not Ready within ${READY_TIMEOUT_MS / 1000} s of its repair`,
+    );
+  // A spec recorded before the images were part of it has none.
+  const had = (olds.images as string[] | undefined) ?? [];
+  await kubelet.importImages(spec.images.filter((i) => !had.includes(i)));
+  return { processes: kubelet.processes };
 }
 
 export async function remove(spec: NodeSpec, state: NodeState | undefined): Promise<void> {
   const node = nodeOf(spec.plan, spec.node);
-  // SIGTERM: the agent stops its pods within their grace periods.
-  if (state) await stopRecorded(state.agent, AGENT_STOP_MS);
+  const layout = layoutOf(spec.plan, node.name);
+  // As a node that fails: its processes and pods stop (the kubelet first, so it restarts nothing).
+  if (state) await KubeletNode.attach(layout, state.processes).stop();
   deleteNamespacesNow([node.netns], `lab ${spec.plan.name}`);
+  // What a half-made or unrecorded node left: its pods, under its cgroup root.
+  await removeCgroupRoot(layout.cgroupRoot);
   // The Node goes too (the control plane may already be gone with the whole lab: nothing to do then).
   if (existsSync(spec.adminKubeconfig))
     await adminApi(spec.adminKubeconfig)
       .deleteNode({ name: node.name })
       .catch(() => undefined);
-  rmSync(join(labDir(spec.plan), node.name), { recursive: true, force: true });
+  rmSync(layout.dir, { recursive: true, force: true });
 }
