@@ -52,6 +52,8 @@ async function main(): Promise<void> {
       for (const pod of PODS) progress(`--- ${pod}\n${rig.output(pod).slice(-3000)}`);
       throw new Error(why);
     };
+    // A loaded machine can take minutes to start three Node processes; that is not failover time.
+    if (!(await rig.running(PODS))) fail("the pods never started");
     if (!(await rig.allRoutedToOwners(PODS, VIPS, 60_000))) fail("the routes never converged");
 
     const failover = async (signal: "SIGKILL" | "SIGTERM"): Promise<number[]> => {
@@ -68,6 +70,7 @@ async function main(): Promise<void> {
         // Every sample on stderr as it comes: a run that fails later still tells what it measured.
         progress(`${signal} #${i} ${pod}: ${samples.at(-1)!.toFixed(3)} s`);
         start(pod);
+        if (!(await rig.running([pod]))) fail(`${signal} #${i}: ${pod} never started again`);
         if (!(await rig.allRoutedToOwners(PODS, VIPS, 60_000))) fail(`${signal} #${i}: no return`);
       }
       return samples;
@@ -81,8 +84,8 @@ async function main(): Promise<void> {
       progress(`${name} -> moved (s): ${JSON.stringify(summary)}`);
       return summary;
     };
-    const kill = PHASES.has("kill") ? await phase("SIGKILL", "owner SIGKILL") : undefined;
-    const graceful = PHASES.has("graceful") ? await phase("SIGTERM", "graceful stop") : undefined;
+    // Steady state first, while every pod has run undisturbed since the convergence; then the
+    // shorter graceful events, then the kills (each phase's figures are printed as it ends).
     rig.proxy.calls.clear();
     if (PHASES.has("steady")) {
       progress(`steady state: counting EC2 calls for ${STEADY_S} s`);
@@ -93,6 +96,9 @@ async function main(): Promise<void> {
     const steady = Object.fromEntries(rig.proxy.calls);
     const perPodPerMin =
       [...rig.proxy.calls.values()].reduce((a, b) => a + b, 0) / PODS.length / (STEADY_S / 60);
+    progress(`steady state: ${JSON.stringify(steady)}, ${perPodPerMin.toFixed(2)} calls/min/pod`);
+    const graceful = PHASES.has("graceful") ? await phase("SIGTERM", "graceful stop") : undefined;
+    const kill = PHASES.has("kill") ? await phase("SIGKILL", "owner SIGKILL") : undefined;
 
     console.log(
       JSON.stringify(

@@ -4,6 +4,7 @@ import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import {
   instancesRoot,
+  isLabId,
   killControlPlaneNow,
   labsRoot,
   reapStale,
@@ -19,11 +20,10 @@ export default async function globalSetup(): Promise<void> {
   const root = instancesRoot();
   mkdirSync(root, { recursive: true });
   // What a killed earlier run left: control planes, network-namespace labs, and the pods of their
-  // real nodes (in their own pod namespaces, under the nodes' cgroups). Only network-namespace labs'
-  // nodes (scope: a lab id, newLabId's "pl" and 4 characters): another kind of lab on this machine,
-  // such as `npm run lab`'s stack (scope "stack<name>"), is its owner's to manage, not this run's.
-  const netnsLabId = /^pl[0-9a-z]{4}$/;
-  const labLive = (id: string) => !netnsLabId.test(id) || existsSync(join(labsRoot(), `${id}.json`));
+  // real nodes (in their own pod namespaces, under the nodes' cgroups).
+  // A cgroup root whose scope is no lab id of ours belongs to a lab this code did not start (an
+  // engineer's lab from another checkout on a shared machine): never ours to reap.
+  const labLive = (id: string) => !isLabId(id) || existsSync(join(labsRoot(), `${id}.json`));
   for (const line of [
     ...(await reapStale(root)),
     ...(await reapStaleLabs()),

@@ -4,13 +4,12 @@
 // VIPs spread over the pods, a SIGKILLed owner's VIPs move once its Lease expires, a graceful stop
 // hands them over at once, throttled writes are retried, a foreign route is left alone and reported,
 // a stale route to one of ours is removed, and without the API server the routes stay as they are.
-import { CoreV1Api, type CoreV1Event } from "@kubernetes/client-node";
 import { ownerOf } from "../../lb-image/src/cloudRoutes/ownerAssignment.ts";
 import { waitUntil } from "@portable-lb/lab";
 import { AwsRouteRig } from "../harness/cloud/awsRouteRig.ts";
 import { createRoute, routeTargets } from "../harness/cloud/awsTestVpc.ts";
-import { TcpProxy } from "../harness/tcpProxy.ts";
-import { testKubeConfig, testKubeconfig, TEST_ENV } from "../harness/testEnv.ts";
+import { apiServerProxy, expectFailStatic, rigBase, afterRig } from "../harness/cloud/cloudRigTesting.ts";
+import type { TcpProxy } from "../harness/tcpProxy.ts";
 
 const NS = `cloudroutes-${process.pid}`;
 const VIPS = Array.from({ length: 8 }, (_, i) => `10.1.20.${i + 1}`);
@@ -22,13 +21,8 @@ const PODS = ["lb-a", "lb-b", "lb-c"];
 /** A configured route table that does not exist: reported, and the others are served. */
 const UNKNOWN_TABLE = "rtb-0000000000dead";
 
-const kc = testKubeConfig();
-const core = kc.makeApiClient(CoreV1Api);
 const rig = new AwsRouteRig({
-  kubeconfig: kc,
-  kubeconfigPath: testKubeconfig(),
-  namespace: NS,
-  loadBalancerClass: "portable-lb.io/cloudroutes-aws",
+  ...rigBase(NS, "portable-lb.io/cloudroutes-aws"),
   vips: VIPS,
   pods: PODS,
   cloudRoutes: { leaseDurationS: 3, renewMs: 1000 },
@@ -40,32 +34,18 @@ const routes = (vip: string) => routeTargets(rig.ec2, rig.tables, vip);
 // Generous: the machine is shared, and processes start slowly under load.
 const allRouted = (live: string[], ms = 30_000) => rig.allRoutedToOwners(live, OWN_VIPS, ms);
 
-async function events(reason: string): Promise<CoreV1Event[]> {
-  return (await core.listNamespacedEvent({ namespace: NS })).items.filter((e) => e.reason === reason);
-}
+const events = (reason: string) => rig.events(reason);
 
 beforeAll(async () => {
   await rig.setup();
-  const server = new URL(process.env[TEST_ENV.server]!);
-  apiProxy = new TcpProxy({ host: server.hostname, port: Number(server.port) });
-  await apiProxy.up();
+  apiProxy = await apiServerProxy();
   // Someone else's route for one of our VIPs, and a route to one of our instances for a VIP no
   // Service has any more (as a crashed earlier LB pod would leave).
   await createRoute(rig.ec2, rig.tables[0]!, FOREIGN_VIP, rig.foreign.eni);
   await createRoute(rig.ec2, rig.tables[1]!, STALE_VIP, rig.eniOf("lb-b"));
 }, 60_000);
 
-afterAll(async () => {
-  await rig.teardown();
-  await apiProxy?.cut();
-}, 30_000);
-
-afterEach(() => {
-  // Shown only when a test failed: the processes' logs.
-  const { assertionCalls, numPassingAsserts } = expect.getState();
-  if (assertionCalls !== numPassingAsserts)
-    for (const pod of PODS) console.log(`--- ${pod}\n${rig.output(pod).slice(-4000)}`);
-});
+afterRig(rig, () => apiProxy);
 
 /** Stops an owner with `signal`; ms until its VIPs point at the others' ENIs, then restarts it. */
 async function moveOnStop(signal: "SIGTERM" | "SIGKILL"): Promise<number> {
@@ -95,7 +75,7 @@ describe("cloud routes on AWS (moto)", () => {
   }, 60_000);
 
   it("leaves a foreign route for a VIP alone and reports it on the Service", async () => {
-    expect(await waitUntil(async () => (await events("ForeignRoute")).length > 0, 10_000, 100)).toBe(true);
+    expect(await rig.eventSeen("ForeignRoute")).toBe(true);
     const [e] = await events("ForeignRoute");
     expect(e!.involvedObject.kind).toBe("Service");
     expect(e!.message).toContain(rig.foreign.eni);
@@ -104,9 +84,7 @@ describe("cloud routes on AWS (moto)", () => {
   }, 20_000);
 
   it("reports an unknown route table on the pod, and serves the others", async () => {
-    expect(await waitUntil(async () => (await events("CloudResourceNotFound")).length > 0, 10_000, 100)).toBe(
-      true,
-    );
+    expect(await rig.eventSeen("CloudResourceNotFound")).toBe(true);
     const [e] = await events("CloudResourceNotFound");
     expect(e!.involvedObject.kind).toBe("Pod");
     expect(e!.message).toContain(
@@ -148,17 +126,10 @@ describe("cloud routes on AWS (moto)", () => {
   }, 120_000);
 
   it("keeps the routes as they are when the API server is lost (fail static)", async () => {
-    // All pods reach the API server through a proxy the test cuts.
-    for (const pod of PODS) await rig.stop(pod, "SIGTERM");
-    const server = `https://127.0.0.1:${apiProxy.port}`;
-    PODS.forEach((pod) => rig.start(pod, { server }));
-    expect(await allRouted(PODS)).toBe(true);
-    const before = await Promise.all(VIPS.map(routes));
-    await apiProxy.cut();
-    await rig.stop("lb-b", "SIGKILL"); // a pod dies too while nobody can reach the API server
-    await new Promise((r) => setTimeout(r, 8_000)); // past the Lease's duration, twice
-    expect(await Promise.all(VIPS.map(routes))).toEqual(before);
-    await apiProxy.up();
-    expect(await allRouted(["lb-a", "lb-c"])).toBe(true);
+    await expectFailStatic(rig, apiProxy, {
+      routed: (live) => allRouted(live),
+      snapshot: () => Promise.all(VIPS.map(routes)),
+      dies: "lb-b",
+    });
   }, 90_000);
 });

@@ -9,6 +9,7 @@ import {
   DescribeRouteTablesCommand,
   ReplaceRouteCommand,
   type EC2Client,
+  type RouteTable,
 } from "@aws-sdk/client-ec2";
 import type { AwsRoutePlan, TableRoute } from "./awsRoutePlan.ts";
 import type { CloudCallError } from "./failureCause.ts";
@@ -70,39 +71,58 @@ export class AwsRouteTables {
     return eni;
   }
 
-  /** The /32 routes to VIPs in every configured table, each table on its own. */
+  /**
+   * The /32 routes to VIPs in every configured table: one DescribeRouteTables for all (the steady
+   * state's one call per resync); when that fails (one unknown table fails them all), each table
+   * on its own, so the readable ones are served and the others reported.
+   */
   async read(): Promise<ReadResult> {
     const result: ReadResult = { routes: [], local: [], failed: [] };
+    const ids = this.o.tableIds;
+    try {
+      const out = await this.describe(ids, ids.length === 1 ? this.arn(ids[0]!) : this.arn("*"));
+      for (const rt of out) this.take(rt, result);
+      return result;
+    } catch (err) {
+      if (ids.length === 1) return { ...result, failed: [{ table: ids[0]!, error: err as CloudCallError }] };
+    }
     await Promise.all(
-      this.o.tableIds.map(async (table) => {
+      ids.map(async (table) => {
         try {
-          const out = await this.call("DescribeRouteTables", this.arn(table), () =>
-            this.o.ec2.send(new DescribeRouteTablesCommand({ RouteTableIds: [table] })),
-          );
-          const rt = out.RouteTables?.[0];
-          if (rt?.OwnerId) this.owners.set(table, rt.OwnerId);
-          for (const r of rt?.Routes ?? []) {
-            if (r.GatewayId === "local" && r.DestinationCidrBlock)
-              result.local.push({ table, cidr: r.DestinationCidrBlock });
-            const vip = r.DestinationCidrBlock?.endsWith("/32")
-              ? r.DestinationCidrBlock.slice(0, -3)
-              : undefined;
-            if (!vip || !this.o.isVip(vip)) continue;
-            const target =
-              r.NetworkInterfaceId ??
-              r.InstanceId ??
-              r.GatewayId ??
-              r.NatGatewayId ??
-              r.TransitGatewayId ??
-              "other";
-            result.routes.push({ table, vip, target });
-          }
+          for (const rt of await this.describe([table], this.arn(table))) this.take(rt, result);
         } catch (err) {
           result.failed.push({ table, error: err as CloudCallError });
         }
       }),
     );
     return result;
+  }
+
+  private async describe(ids: readonly string[], arn: string): Promise<RouteTable[]> {
+    const out = await this.call("DescribeRouteTables", arn, () =>
+      this.o.ec2.send(new DescribeRouteTablesCommand({ RouteTableIds: [...ids] })),
+    );
+    return out.RouteTables ?? [];
+  }
+
+  /** Adds a table's VIP routes and local ranges to `result`. */
+  private take(rt: RouteTable, result: ReadResult): void {
+    const table = rt.RouteTableId ?? "";
+    if (rt.OwnerId) this.owners.set(table, rt.OwnerId);
+    for (const r of rt.Routes ?? []) {
+      if (r.GatewayId === "local" && r.DestinationCidrBlock)
+        result.local.push({ table, cidr: r.DestinationCidrBlock });
+      const vip = r.DestinationCidrBlock?.endsWith("/32") ? r.DestinationCidrBlock.slice(0, -3) : undefined;
+      if (!vip || !this.o.isVip(vip)) continue;
+      const target =
+        r.NetworkInterfaceId ??
+        r.InstanceId ??
+        r.GatewayId ??
+        r.NatGatewayId ??
+        r.TransitGatewayId ??
+        "other";
+      result.routes.push({ table, vip, target });
+    }
   }
 
   /** Applies the plan's writes; returns the ones that failed (the others stand). */

@@ -7,6 +7,7 @@ export class CloudRoutesMetrics {
   readonly retries: Counter<"cause">;
   readonly ownedVips: Gauge;
   readonly foreignRoutes: Gauge;
+  readonly unroutableVips: Gauge;
   private lastSync: number | undefined;
 
   constructor(registry: Registry) {
@@ -37,6 +38,11 @@ export class CloudRoutesMetrics {
     this.foreignRoutes = new Gauge({
       name: "portable_lb_cloud_route_foreign_routes",
       help: "Routes for our VIPs that point somewhere not ours: left alone",
+      registers,
+    });
+    this.unroutableVips = new Gauge({
+      name: "portable_lb_cloud_route_unroutable_vips",
+      help: "VIPs this LB pod should route but cannot: inside the VPC's own range (AWS local route)",
       registers,
     });
     const since = () => this.lastSync;

@@ -8,12 +8,21 @@ import { failureCause } from "./failureCause.ts";
 import { gcpRouteDescription, gcpRouteName, ownedRoute, type OwnedRoute } from "./gcpRoutePlan.ts";
 import { withRetry, type RetryPolicy } from "./retryPolicy.ts";
 
+/** A route for one of our VIPs that is not ours (not marked as this group's). */
+export interface ForeignRoute {
+  name: string;
+  vip: string;
+  target: string;
+}
+
 export interface GcpRoutesOptions {
   routes: RoutesClient;
   operations: GlobalOperationsClient;
   project: string;
   network: string;
   group: string;
+  /** Whether a /32 destination is one of our VIPs (inside a VIP pool). */
+  isVip: (ip: string) => boolean;
   /** All our routes share one priority, so GCP spreads flows over them (ECMP). */
   priority?: number;
   retry?: RetryPolicy;
@@ -33,6 +42,10 @@ export class GcpRoutes {
 
   constructor(o: GcpRoutesOptions) {
     this.o = o;
+  }
+
+  network(): string {
+    return this.o.network;
   }
 
   private resource(name?: string): string {
@@ -63,12 +76,28 @@ export class GcpRoutes {
     }
   }
 
-  /** This group's routes in the project (others' are never returned, so never touched). */
-  async list(): Promise<OwnedRoute[]> {
+  /**
+   * This group's routes in the project, and the others' routes in the network for our VIPs (never
+   * touched, only reported: at the same priority they share the VIP's traffic, at a better one they
+   * take it all).
+   */
+  async list(): Promise<{ owned: OwnedRoute[]; foreign: ForeignRoute[] }> {
     const [routes] = await this.call("routes.list", this.resource(), () =>
       this.o.routes.list({ project: this.o.project }, { autoPaginate: true }),
     );
-    return routes.flatMap((r) => ownedRoute(this.o.group, r) ?? []);
+    const owned: OwnedRoute[] = [];
+    const foreign: ForeignRoute[] = [];
+    const network = `/global/networks/${this.o.network}`;
+    for (const r of routes) {
+      const ours = ownedRoute(this.o.group, r);
+      if (ours) owned.push(ours);
+      else if (r.destRange?.endsWith("/32") && r.network?.endsWith(network)) {
+        const vip = r.destRange.slice(0, -3);
+        const target = r.nextHopInstance ?? r.nextHopIp ?? r.nextHopGateway ?? r.nextHopIlb ?? "other";
+        if (this.o.isVip(vip)) foreign.push({ name: r.name ?? "", vip, target });
+      }
+    }
+    return { owned, foreign };
   }
 
   /** Inserts VIP/32 to `instance` and waits for it; one that already exists counts as done. */

@@ -80,3 +80,8 @@ export function nextExpiry(leases: readonly V1Lease[], now: number): number | un
     .map((l) => new Date(l.spec!.renewTime!).getTime() + (l.spec!.leaseDurationSeconds ?? 0) * 1000);
   return times.length ? Math.min(...times) : undefined;
 }
+
+/** The Lease fencing the clean-up of a dead instance's routes (GCP): one pod at a time. */
+export function cleanupLeaseName(group: string, instance: string): string {
+  return `plb-routes-${group}-gone-${groupLabel(instance)}`;
+}

@@ -30,6 +30,7 @@ export {
 } from "./controlPlane/controlPlane.ts";
 export { issueClientCert, makePki } from "./controlPlane/certificates.ts";
 export {
+  isLabId,
   NetnsError,
   NetnsLab,
   addressOf,

@@ -16,7 +16,11 @@ const good = (): PortableClusterArgs => ({ ...bgpArgs("onprem"), environment: en
 const cloud = (): PortableClusterArgs => ({
   ...good(),
   environment: environment({ platform: "aws", bgp: undefined }),
-  loadBalancer: { replicas: 2, image: "registry.example/portable-lb/lb:1" },
+  loadBalancer: {
+    replicas: 2,
+    image: "registry.example/portable-lb/lb:1",
+    cloudRoutes: { routeTableIds: ["rtb-0abc"] },
+  },
 });
 
 // Untyped on purpose: these are what a user can write in the stack's config.
@@ -220,25 +224,25 @@ describe("PortableCluster's input check", () => {
     [
       "loadBalancer.cloudRoutes.cloud",
       cloud,
-      (a) => (a.loadBalancer.cloudRoutes = { cloud: "azure" }),
-      'loadBalancer.cloudRoutes.cloud: must be one of: aws, gcp (got "azure")',
+      (a) => (a.loadBalancer.cloudRoutes.cloud = "azure"),
+      'loadBalancer.cloudRoutes.cloud: must match the environment\'s platform aws (got "azure"); drop it or set it to "aws"',
     ],
     [
       "loadBalancer.cloudRoutes.leaseDurationS",
       cloud,
-      (a) => (a.loadBalancer.cloudRoutes = { cloud: "aws", leaseDurationS: 100 }),
+      (a) => (a.loadBalancer.cloudRoutes.leaseDurationS = 100),
       "loadBalancer.cloudRoutes.leaseDurationS: must be a whole number from 2 to 60 (got 100)",
     ],
     [
       "loadBalancer.cloudRoutes.renewMs",
       cloud,
-      (a) => (a.loadBalancer.cloudRoutes = { cloud: "aws", renewMs: 50 }),
+      (a) => (a.loadBalancer.cloudRoutes.renewMs = 50),
       "loadBalancer.cloudRoutes.renewMs: must be a whole number from 100 to 10000 (got 50)",
     ],
     [
       "loadBalancer.cloudRoutes.resyncS",
       cloud,
-      (a) => (a.loadBalancer.cloudRoutes = { cloud: "aws", resyncS: 5 }),
+      (a) => (a.loadBalancer.cloudRoutes.resyncS = 5),
       "loadBalancer.cloudRoutes.resyncS: must be a whole number from 10 to 3600 (got 5)",
     ],
   ])("names %s with its value and what it accepts", async (_field, base, mutate, message) => {

@@ -58,7 +58,8 @@ export const loadBalancerInputSchema = z
       })
       .optional(),
     routeReflectors: reflectorsSchema.optional(),
-    cloudRoutes: lbCloudRoutesSchema.optional(),
+    // Checked with the environment's cloud below (cloud-routes mode): `cloud` may be left out.
+    cloudRoutes: z.looseObject({}).optional(),
     drain: drainSchema.optional(),
   })
   .superRefine((lb, ctx) => {
@@ -84,6 +85,8 @@ export interface CheckedClusterInput {
   /** BGP mode: the reflectors, checked against the node network. */
   routeReflectors: { node: string; address: string }[];
   image: string;
+  /** cloud-routes mode: the settings, with the environment's cloud. */
+  cloudRoutes?: z.input<typeof lbCloudRoutesSchema>;
 }
 
 /**
@@ -162,10 +165,51 @@ function checkAll(
           );
       });
   }
+  const cloudRoutes = lb && routingMode && checkCloudRoutes(problems, routingMode, env, lb.cloudRoutes);
   if (problems.length || !network || !flannel || !routingMode || !lb || image === undefined)
     return { problems };
   return {
-    checked: { network, flannel, routingMode, loadBalancer: lb, routeReflectors: reflectors, image },
+    checked: {
+      network,
+      flannel,
+      routingMode,
+      loadBalancer: lb,
+      routeReflectors: reflectors,
+      image,
+      ...(cloudRoutes && { cloudRoutes }),
+    },
     problems,
   };
+}
+
+/**
+ * The cloud-routes settings with the environment's cloud, checked here so that what each cloud needs
+ * (AWS route tables, GCP's project and network) fails at preview under the field the user sets.
+ */
+function checkCloudRoutes(
+  problems: string[],
+  routingMode: RoutingMode,
+  env: EnvironmentFacts,
+  given: Record<string, unknown> | undefined,
+): z.input<typeof lbCloudRoutesSchema> | undefined {
+  if (routingMode !== "cloud-routes") {
+    if (given)
+      problems.push(
+        problem(
+          "loadBalancer.cloudRoutes",
+          `applies to routing cloud-routes only, and this stack routes with ${routingMode}; remove it`,
+          undefined,
+        ),
+      );
+    return undefined;
+  }
+  const cloud = env.platform as "aws" | "gcp";
+  if (given?.cloud !== undefined && given.cloud !== cloud) {
+    problems.push(
+      `loadBalancer.cloudRoutes.cloud: must match the environment's platform ${cloud} (got ${JSON.stringify(given.cloud)}); drop it or set it to "${cloud}"`,
+    );
+    return undefined;
+  }
+  const settings = { ...given, cloud };
+  return collectParsed(problems, lbCloudRoutesSchema, settings, "loadBalancer.cloudRoutes") && settings;
 }

@@ -7,6 +7,12 @@ import { PortableCluster, type PortableClusterArgs } from "./portableCluster.ts"
 const recorded = installMocks();
 beforeEach(() => (recorded.length = 0));
 
+/** What each cloud's routes need (the issue's preview checks). */
+const CLOUD: Record<"aws" | "gcp", { routeTableIds?: string[]; project?: string; network?: string }> = {
+  aws: { routeTableIds: ["rtb-0abc"] },
+  gcp: { project: "my-project-123", network: "default" },
+};
+
 const ofType = (type: string) => recorded.filter((r) => r.type === type);
 const containers = () =>
   ofType("kubernetes:apps/v1:Deployment")
@@ -79,7 +85,11 @@ describe("PortableCluster", () => {
       const cluster = new PortableCluster("plb", {
         environment: env(platform),
         network,
-        loadBalancer: { replicas: 2, image: "registry.example/portable-lb/lb:1" },
+        loadBalancer: {
+          replicas: 2,
+          image: "registry.example/portable-lb/lb:1",
+          cloudRoutes: CLOUD[platform as keyof typeof CLOUD],
+        },
       });
       await settled();
       expect(cluster.routingMode).toBe("cloud-routes");
@@ -91,9 +101,52 @@ describe("PortableCluster", () => {
           (c) => c.inputs.metadata.name === "portable-lb-controller-config",
         )!.inputs.data["config.json"],
       );
-      expect(config.cloudRoutes).toMatchObject({ cloud: platform });
+      expect(config.cloudRoutes).toMatchObject({ cloud: platform, ...CLOUD[platform as keyof typeof CLOUD] });
     },
   );
+
+  it.each<[Platform, Record<string, unknown>, string]>([
+    [
+      "aws",
+      {},
+      'loadBalancer.cloudRoutes.routeTableIds: is required with cloud aws: list the VPC route tables your clients\' subnets use, e.g. ["rtb-0123abcd"] (not set)',
+    ],
+    [
+      "aws",
+      { routeTableIds: [] },
+      'loadBalancer.cloudRoutes.routeTableIds: is required with cloud aws: list the VPC route tables your clients\' subnets use, e.g. ["rtb-0123abcd"] (got [])',
+    ],
+    [
+      "gcp",
+      { network: "default" },
+      'loadBalancer.cloudRoutes.project: is required with cloud gcp: set the id of the project holding the VPC network (a Shared VPC\'s host project), e.g. "my-project-123" (not set)',
+    ],
+    [
+      "gcp",
+      { project: "my-project-123" },
+      'loadBalancer.cloudRoutes.network: is required with cloud gcp: set the VPC network the LB instances are in, e.g. "default" (not set)',
+    ],
+    [
+      "aws",
+      { cloud: "gcp", routeTableIds: ["rtb-0abc"] },
+      'loadBalancer.cloudRoutes.cloud: must match the environment\'s platform aws (got "gcp"); drop it or set it to "aws"',
+    ],
+  ])("on %s, cloud routes with %j fail at preview naming the field", async (platform, cloudRoutes, error) => {
+    expect(
+      () =>
+        new PortableCluster("plb", {
+          environment: env(platform),
+          network,
+          loadBalancer: {
+            replicas: 2,
+            image: "registry.example/portable-lb/lb:1",
+            cloudRoutes,
+          },
+        }),
+    ).toThrow(error);
+    await settled();
+    expect(ofType("portable-lb:core:LoadBalancer")).toEqual([]);
+  });
 
   it("passes the drain settings to the LB pods and sizes their grace period from them", async () => {
     const args = bgpArgs("onprem");

@@ -44,7 +44,8 @@ export interface PortableClusterArgs {
     };
     /** BGP mode: where the route reflectors run (node and its router-reachable address). */
     routeReflectors?: { node: string; address: string }[];
-    cloudRoutes?: z.input<typeof lbCloudRoutesSchema>;
+    /** cloud-routes mode; `cloud` defaults to the environment's platform. */
+    cloudRoutes?: Omit<z.input<typeof lbCloudRoutesSchema>, "cloud"> & { cloud?: "aws" | "gcp" };
     /** How a stopping LB pod serves on after its withdrawal; the pod's grace period follows it. */
     drain?: LbConfigInput["drain"];
   };
@@ -120,7 +121,7 @@ export class PortableCluster extends pulumi.ComponentResource {
           }),
         },
       }),
-      ...(!bgp && { cloudRoutes: lbArgs.cloudRoutes ?? { cloud: env.platform as "aws" | "gcp" } }),
+      ...(checked.cloudRoutes && { cloudRoutes: checked.cloudRoutes }),
     };
     this.loadBalancer = new LoadBalancer(
       `${name}-lb`,

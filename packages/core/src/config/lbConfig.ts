@@ -82,18 +82,47 @@ export const lbCloudRoutesSchema = z
         z.string().regex(/^rtb-[0-9a-f]+$/, { error: "must be an AWS route table id like rtb-0123abcd" }),
       )
       .optional(),
-    /** GCP: the VPC network name the routes go into. */
-    network: z.string().optional(),
+    /** GCP: the VPC network the routes go into, and the project holding it (a Shared VPC's host). */
+    network: z
+      .string()
+      .regex(/^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$/, { error: "must be a GCP network name like default" })
+      .optional(),
+    project: z
+      .string()
+      .regex(/^[a-z][-a-z0-9]{4,28}[a-z0-9]$/, { error: "must be a GCP project id like my-project-123" })
+      .optional(),
     // Ownership Leases (lb-image/src/cloudRoutes/routeLeases.ts): a crashed LB pod's VIPs move within
     // about leaseDurationS; holders renew every renewMs; the route tables are re-read every resyncS.
     leaseDurationS: z.number().int().min(2).max(60).default(3),
     renewMs: z.number().int().min(100).max(10_000).default(1_000),
     resyncS: z.number().int().min(10).max(3_600).default(60),
   })
-  .refine((c) => c.renewMs * 2 <= c.leaseDurationS * 1000, {
-    path: ["renewMs"],
-    error:
-      "must be at most half of leaseDurationS (in ms), or a holder could lose its Lease between two renewals",
+  .superRefine((c, ctx) => {
+    if (c.renewMs * 2 > c.leaseDurationS * 1000)
+      ctx.addIssue({
+        code: "custom",
+        path: ["renewMs"],
+        message:
+          "must be at most half of leaseDurationS (in ms), or a holder could lose its Lease between two renewals",
+      });
+    // What each cloud's routes need to know before a pod starts: caught at preview, not in the pod.
+    if (c.cloud === "aws" && !c.routeTableIds?.length)
+      ctx.addIssue({
+        code: "custom",
+        path: ["routeTableIds"],
+        message:
+          'is required with cloud aws: list the VPC route tables your clients\' subnets use, e.g. ["rtb-0123abcd"]',
+      });
+    for (const key of ["project", "network"] as const)
+      if (c.cloud === "gcp" && !c[key])
+        ctx.addIssue({
+          code: "custom",
+          path: [key],
+          message:
+            key === "project"
+              ? 'is required with cloud gcp: set the id of the project holding the VPC network (a Shared VPC\'s host project), e.g. "my-project-123"'
+              : 'is required with cloud gcp: set the VPC network the LB instances are in, e.g. "default"',
+        });
   });
 
 export const lbConfigSchema = z

@@ -3,6 +3,7 @@ import {
   addressOf,
   checkInterfaceName,
   interfaceName,
+  isLabId,
   MAX_IFNAME,
   namespaceName,
   newLabId,
@@ -15,6 +16,11 @@ describe("lab ids and names", () => {
     expect(newLabId(new Uint8Array([0, 0, 0, 0]))).toBe("pl0000");
     expect(newLabId(new Uint8Array([255, 255, 255, 255]))).toMatch(/^pl[0-9a-z]{4}$/);
     for (let i = 0; i < 50; i++) expect(newLabId()).toMatch(/^pl[0-9a-z]{4}$/);
+  });
+
+  it("tells its own lab ids from other labs' scopes (never reaped as stale)", () => {
+    for (let i = 0; i < 20; i++) expect(isLabId(newLabId())).toBe(true);
+    for (const other of ["stackplblab", "pl12345", "PL0000", "pl00", ""]) expect(isLabId(other)).toBe(false);
   });
 
   it("names namespaces <labid>-<name> and refuses names ip netns or shells would trip on", () => {

@@ -49,6 +49,11 @@ export function newLabId(random: Uint8Array = randomBytes(4)): string {
   return ID_PREFIX + (n % 36 ** 4).toString(36).padStart(4, "0");
 }
 
+/** Whether `id` is a lab id newLabId makes (others, such as another checkout's labs, are not ours). */
+export function isLabId(id: string): boolean {
+  return new RegExp(`^${ID_PREFIX}[0-9a-z]{4}$`).test(id);
+}
+
 /** The `ip netns` name of a lab namespace: `<labid>-<name>`. */
 export function namespaceName(labId: string, name: string): string {
   if (!NAME_PATTERN.test(name)) {
