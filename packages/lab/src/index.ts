@@ -47,6 +47,7 @@ export {
 export { FrrRouter, parseNextHops } from "./netns/frrRouter.ts";
 export {
   commandLine,
+  findByMarker,
   killNow,
   lastLines,
   requireCommand,

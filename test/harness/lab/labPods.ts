@@ -1,11 +1,10 @@
 // The lab's pods and node processes as this machine sees them, for tests that break them as a fault
 // would: a pod (from the API), its containers' PID 1 (from the node's runc state, by the container ID
 // the kubelet reports) and a node's kubelet (by its command line).
-import type { CoreV1Api } from "@kubernetes/client-node";
-import { type V1Pod } from "@kubernetes/client-node";
-import { readdirSync, readFileSync } from "node:fs";
+import type { CoreV1Api, V1Pod } from "@kubernetes/client-node";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { labNodeLayout, type LabPlan } from "@portable-lb/lab";
+import { findByMarker, labNodeLayout, type LabPlan } from "@portable-lb/lab";
 
 export interface LabPod {
   node: string;
@@ -42,15 +41,7 @@ export function containerPid(plan: LabPlan, pod: LabPod, container: string): num
 
 /** The kubelet's process on `node` (its command line names the node's kubelet folder). */
 export function kubeletPid(plan: LabPlan, node: string): number {
-  const marker = `--root-dir=${labNodeLayout(plan, node).kubeletRoot}`;
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const argv = readFileSync(`/proc/${entry}/cmdline`, "utf8").split("\0");
-      if (argv.includes(marker) && argv.some((a) => a.endsWith("kubelet"))) return Number(entry);
-    } catch {
-      // gone, or not readable
-    }
-  }
-  throw new Error(`lab ${plan.name}: no kubelet runs for ${node}`);
+  const pid = findByMarker(`--root-dir=${labNodeLayout(plan, node).kubeletRoot}`);
+  if (pid === undefined) throw new Error(`lab ${plan.name}: no kubelet runs for ${node}`);
+  return pid;
 }
