@@ -10,7 +10,7 @@ lab_image_sources() { echo "scripts/image/$1 scripts/image/ociImage.sh scripts/i
 # lab_image_tool NAME: what else decides it (a tool's version)
 lab_image_tool() {
   case $1 in
-  pause) echo "kubernetes-node $KUBERNETES_NODE_VERSION" ;;
+  pause) echo "kubernetes $KUBERNETES_VERSION" ;;
   flannel) echo "flannel $FLANNEL_VERSION" ;;
   busybox) echo "busybox-static $(dpkg-query -W -f='${Version}' busybox-static 2>/dev/null)" ;;
   esac
@@ -33,7 +33,7 @@ build_lab_image() {
   # shellcheck disable=SC2046
   epoch=$(git -C "$REPO_ROOT" log -1 --format=%ct -- $(lab_image_sources "$name"))
   case $name in
-  pause) args=("$(tool_dir kubernetes-node "$KUBERNETES_NODE_VERSION")/bin/pause" "$out" "$ref" "${epoch:-0}") ;;
+  pause) args=("$(tool_dir kubernetes "$KUBERNETES_VERSION")/bin/pause" "$out" "$ref" "${epoch:-0}") ;;
   flannel) args=("$(tool_dir flannel "$FLANNEL_VERSION")/bin/flanneld" "$out" "$ref" "${epoch:-0}" "$log.debian") ;;
   busybox) args=("$out" "$ref" "${epoch:-0}") ;;
   esac
