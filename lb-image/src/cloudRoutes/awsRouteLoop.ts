@@ -39,7 +39,7 @@ export class AwsRouteLoop extends RouteLoop<AwsRouteLoopOptions> {
     if (!(await this.holdMember({ instance: self.instance, target: self.eni }))) return;
     const all = [...this.leaseCache.list()];
     const now = Date.now();
-    const members = liveMembers(all, now).map((m) => m.identity);
+    const members = liveMembers(all, now, this.watchedSince).map((m) => m.identity);
     if (!members.includes(this.o.identity)) members.push(this.o.identity); // the cache may lag our write
     const ours = ourTargets(all).add(self.eni);
     const stale = new Set(

@@ -30,6 +30,8 @@ export class GcpRouteLoop extends RouteLoop<GcpRouteLoopOptions> {
   private want: { serve: Set<string>; cleanUp: Set<string> } | undefined;
   private routes: OwnedRoute[] = [];
   private foreign: ForeignRoute[] = [];
+  /** The live members' targets when last seen: routes read before a change may miss some. */
+  private aliveKey = "";
 
   constructor(o: GcpRouteLoopOptions) {
     super(o);
@@ -50,10 +52,17 @@ export class GcpRouteLoop extends RouteLoop<GcpRouteLoopOptions> {
       this.want = undefined;
       return;
     }
-    const live = liveMembers([...this.leaseCache.list()], Date.now());
+    const live = liveMembers([...this.leaseCache.list()], Date.now(), this.watchedSince);
     const members = live.map((m) => m.identity);
     if (!members.includes(this.o.identity)) members.push(this.o.identity); // the cache may lag our write
     const alive = new Set([...live.map((m) => m.target), this.self]);
+    // A member that joined since the last read has routes it may not show (and a member that left
+    // may be one of them): read the routes again before judging whose are dead.
+    const aliveKey = [...alive].sort().join(" ");
+    if (aliveKey !== this.aliveKey) {
+      this.aliveKey = aliveKey;
+      this.lastRead = 0;
+    }
     const dead = [...new Set(this.routes.map((r) => r.instance))].filter((i) => !alive.has(i));
     const owners = assignOwners(dead, members);
     const mine = dead.filter((i) => owners.get(i) === this.o.identity);

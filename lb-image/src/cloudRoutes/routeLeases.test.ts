@@ -30,7 +30,13 @@ describe("route Leases", () => {
   const leases = [member("a", "pod-a", 1), member("b", "pod-b", 5), member("c", undefined, 0)];
 
   it("counts as members only held, unexpired member Leases", () => {
-    expect(liveMembers(leases, now).map((m) => m.identity)).toEqual(["pod-a"]);
+    expect(liveMembers(leases, now, now - 60_000).map((m) => m.identity)).toEqual(["pod-a"]);
+  });
+  it("judges no Lease expired before it has been watched for its duration", () => {
+    // Just back after an outage: pod-b's Lease looks expired, but its renewal may not have arrived.
+    expect(liveMembers(leases, now, now - 2_000).map((m) => m.identity)).toEqual(["pod-a", "pod-b"]);
+    expect(liveMembers(leases, now, undefined).map((m) => m.identity)).toEqual(["pod-a", "pod-b"]);
+    expect(liveMembers(leases, now, now - 3_000).map((m) => m.identity)).toEqual(["pod-a"]);
   });
   it("keeps the route target of every LB pod that ran as ours, live or not", () => {
     expect(ourTargets(leases)).toEqual(new Set(["eni-a", "eni-b", "eni-c"]));

@@ -54,10 +54,22 @@ function expired(lease: V1Lease, now: number): boolean {
 
 const isMember = (l: V1Lease) => l.metadata?.labels?.[ROLE_LABEL] === "member";
 
-/** The members whose Lease is held and not expired, by identity. */
-export function liveMembers(leases: readonly V1Lease[], now: number): Member[] {
+/**
+ * The members whose Lease is held and not expired, by identity. A Lease counts as expired only once
+ * this pod has watched the Leases for longer than its duration without a renewal (`watchedSince`:
+ * since when the watch has been up, undefined while it is down): a cache that has just come back
+ * after an API server outage holds every Lease as it was before it, expired in appearance while
+ * its holder renews.
+ */
+export function liveMembers(
+  leases: readonly V1Lease[],
+  now: number,
+  watchedSince: number | undefined,
+): Member[] {
+  const judged = (l: V1Lease) =>
+    watchedSince !== undefined && watchedSince + (l.spec?.leaseDurationSeconds ?? 0) * 1000 <= now;
   return leases
-    .filter((l) => isMember(l) && l.spec?.holderIdentity && !expired(l, now))
+    .filter((l) => isMember(l) && l.spec?.holderIdentity && !(expired(l, now) && judged(l)))
     .map((l) => ({
       identity: l.spec!.holderIdentity!,
       node: l.metadata?.annotations?.[NODE_ANNOTATION] ?? "",

@@ -89,6 +89,8 @@ export abstract class RouteLoop<O extends RouteLoopOptions = RouteLoopOptions> {
   protected lastRead = 0;
   /** What the last successful sync made true; a different one needs a fresh read and plan. */
   protected appliedKey = "";
+  /** Since when the Lease watch has been up (undefined while it is down): see liveMembers. */
+  protected watchedSince: number | undefined;
   private readonly informers: ResilientInformers;
   private pointed = new Set<string>();
   private timer: NodeJS.Timeout | undefined;
@@ -106,7 +108,9 @@ export abstract class RouteLoop<O extends RouteLoopOptions = RouteLoopOptions> {
     });
     this.informers = new ResilientInformers(o.log, {
       onChange: () => this.trigger(),
-      onConnection: () => {},
+      onConnection: (up) => {
+        this.watchedSince = up ? (this.watchedSince ?? Date.now()) : undefined;
+      },
     });
     this.leaseCache = this.informers.add<V1Lease>("leases", {
       path: `/apis/coordination.k8s.io/v1/namespaces/${o.namespace}/leases`,
