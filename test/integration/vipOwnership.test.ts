@@ -203,6 +203,26 @@ describe("VIP ownership through the API server", () => {
     });
   });
 
+  it("writes back a status someone changed to ipMode VIP (kube-proxy would bypass the LBs), and says so", async () => {
+    const svc = await read("third");
+    const ingress = [{ ip: "10.1.1.3", ipMode: "VIP" }];
+    await core.replaceNamespacedServiceStatus({
+      name: "third",
+      namespace: NS,
+      body: { ...svc, status: { loadBalancer: { ingress } } },
+    });
+    await settle(async () => {
+      const now = (await read("third")).status?.loadBalancer?.ingress;
+      return JSON.stringify(now) === JSON.stringify([{ ip: "10.1.1.3", ipMode: "Proxy" }]);
+    });
+    await settle(async () =>
+      (await described("third")).some((e) =>
+        e.startsWith("Normal VipStatusRepaired: status.loadBalancer.ingress for 10.1.1.3 written back"),
+      ),
+    );
+    await everyVipAnswers({ old: "10.1.1.1", young: "10.1.1.20", third: "10.1.1.3" });
+  });
+
   it("tells a LoadBalancer Service without a class how to get portable-lb, and leaves it alone", async () => {
     await core.createNamespacedService({
       namespace: NS,

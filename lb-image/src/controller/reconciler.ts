@@ -26,6 +26,7 @@ import {
 } from "./desiredState.ts";
 import type { EventType } from "./eventSink.ts";
 import type { ControllerMetrics } from "./metrics.ts";
+import { ingressOf } from "./statusWriter.ts";
 import { allocate, type Allocation } from "./vipAllocator.ts";
 import { announcedVips } from "../bgp/announcements.ts";
 import { CoalescingRunner } from "../common/coalescingRunner.ts";
@@ -416,7 +417,7 @@ export class Reconciler {
         progress = true;
         this.ownWrites.set(a.service, {
           over: svc.metadata?.resourceVersion,
-          svc: { ...svc, status: { loadBalancer: { ingress: a.vips.map((ip) => ({ ip })) } } },
+          svc: { ...svc, status: { loadBalancer: { ingress: ingressOf(a.vips) } } },
         });
         for (const ip of statusVips(svc)) hold(ip, a.service, false);
         for (const ip of a.vips) hold(ip, a.service, true);

@@ -1,13 +1,27 @@
 // Records a VIP allocation in the Service's status (the only thing the controller writes there).
-import type { CoreV1Api, V1Service } from "@kubernetes/client-node";
+import type { CoreV1Api, V1LoadBalancerIngress, V1Service } from "@kubernetes/client-node";
+
+/**
+ * The status ingress the controller writes for `vips`. ipMode Proxy: kube-proxy must leave the VIP
+ * to us. With "VIP" it DNATs VIP traffic straight to the endpoints on every node (the LB nodes
+ * included), and our LB pods never see it.
+ */
+export function ingressOf(vips: readonly string[]): V1LoadBalancerIngress[] {
+  return vips.map((ip) => ({ ip, ipMode: "Proxy" }));
+}
+
+/** Whether the Service's status ingress is exactly what the controller writes for its VIPs. */
+export function ingressAsWritten(svc: V1Service, vips: readonly string[]): boolean {
+  const want = ingressOf(vips);
+  const have = svc.status?.loadBalancer?.ingress ?? [];
+  return have.length === want.length && have.every((i, n) => JSON.stringify(i) === JSON.stringify(want[n]));
+}
 
 export function statusWriter(api: CoreV1Api): (svc: V1Service, vips: string[]) => Promise<void> {
   return async (svc, vips) => {
     const body: V1Service = {
       ...svc,
-      // ipMode Proxy: kube-proxy must leave the VIP to us. With "VIP" it DNATs VIP traffic straight
-      // to the endpoints on every node (the LB nodes included), and our LB pods never see it.
-      status: { ...svc.status, loadBalancer: { ingress: vips.map((ip) => ({ ip, ipMode: "Proxy" })) } },
+      status: { ...svc.status, loadBalancer: { ingress: ingressOf(vips) } },
     };
     // resourceVersion makes this a compare-and-swap: a stale cache gets a 409 and the next run retries.
     await api.replaceNamespacedServiceStatus({

@@ -4,6 +4,7 @@ import fc from "fast-check";
 import { PoolAddresses } from "./poolAddresses.ts";
 import { lbService } from "./testing/k8sObjects.ts";
 import { allocate, type AllocationResult } from "./vipAllocator.ts";
+import { ingressOf } from "./statusWriter.ts";
 
 const pools: VipPool[] = [
   { name: "web", cidr: "10.1.1.0/30", avoidBuggyIps: false },
@@ -214,6 +215,21 @@ describe("allocate", () => {
   it("dropping a request keeps the address it gave", () => {
     const out = allocate([lbService("a", { vips: ["10.1.2.77"] })], pools);
     expect(out.allocations).toEqual([{ service: "default/a", vips: ["10.1.2.77"] }]);
+  });
+
+  it("writes back a status whose form someone changed (ipMode VIP would let kube-proxy bypass the LBs)", () => {
+    const svc = lbService("a", { vips: ["10.1.2.77"] });
+    const changed = { ...svc, status: { loadBalancer: { ingress: [{ ip: "10.1.2.77", ipMode: "VIP" }] } } };
+    const out = allocate([changed], pools);
+    expect(out.allocations).toEqual([
+      {
+        service: "default/a",
+        vips: ["10.1.2.77"],
+        change: { reason: "VipStatusRepaired", message: expect.stringContaining("ipMode Proxy") },
+      },
+    ]);
+    // As the controller writes it, the status needs nothing.
+    expect(allocate([svc], pools).allocations[0]!.change).toBeUndefined();
   });
 
   it("two statuses holding one address (state written elsewhere): the oldest keeps it, the other is told and renumbered", () => {
@@ -434,7 +450,7 @@ describe("allocate", () => {
             ...svc,
             status: {
               loadBalancer: {
-                ingress: vipsOf(out)[`default/${svc.metadata!.name}`]!.map((v) => ({ ip: v })),
+                ingress: ingressOf(vipsOf(out)[`default/${svc.metadata!.name}`]!),
               },
             },
           }));

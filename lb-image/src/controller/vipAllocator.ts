@@ -21,10 +21,11 @@ import {
 } from "@portable-lb/core/config";
 import { refOf, statusVips, type SkippedItem } from "./desiredState.ts";
 import { PoolAddresses } from "./poolAddresses.ts";
+import { ingressAsWritten } from "./statusWriter.ts";
 
 /** The Normal Event to send once an allocation that differs from the status is written. */
 export interface VipChange {
-  reason: "VipAllocated" | "VipChanged";
+  reason: "VipAllocated" | "VipChanged" | "VipStatusRepaired";
   message: string;
 }
 
@@ -32,7 +33,7 @@ export interface Allocation {
   /** namespace/name */
   service: string;
   vips: string[];
-  /** Present exactly when `vips` differ from the Service's status. */
+  /** Present exactly when the Service's status must be written: its VIPs differ, or its form. */
   change?: VipChange;
 }
 
@@ -239,13 +240,20 @@ export function allocate(services: V1Service[], pools: VipPool[]): AllocationRes
     allocations: claims.map((c) => ({
       service: c.key,
       vips: c.held,
-      ...(c.held.join(",") !== c.recorded.join(",") && { change: changeOf(c) }),
+      ...((c.held.join(",") !== c.recorded.join(",") || !ingressAsWritten(c.svc, c.held)) && {
+        change: changeOf(c),
+      }),
     })),
     problems,
   };
 }
 
 function changeOf(c: Claim): VipChange {
+  if (c.held.join(",") === c.recorded.join(","))
+    return {
+      reason: "VipStatusRepaired",
+      message: `status.loadBalancer.ingress for ${list(c.held)} written back as the controller writes it (ipMode Proxy): something changed it, and with ipMode VIP kube-proxy would send the VIP's traffic past the load balancer`,
+    };
   return c.recorded.length === 0
     ? { reason: "VipAllocated", message: `VIP ${list(c.held)} allocated: ${c.why}` }
     : {

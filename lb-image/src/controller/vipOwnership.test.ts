@@ -16,6 +16,7 @@ import { PoolAddresses } from "./poolAddresses.ts";
 import { Reconciler } from "./reconciler.ts";
 import { CLASS, lbService } from "./testing/k8sObjects.ts";
 import { allocate } from "./vipAllocator.ts";
+import { ingressOf } from "./statusWriter.ts";
 
 const REQUEST = "portable-lb.io/load-balancer-ips";
 const POOL = "portable-lb.io/vip-pool";
@@ -141,7 +142,7 @@ class FakeApi {
     if (this.lose.has(n)) return Promise.reject(new Error("403 Forbidden (injected)"));
     this.commit(current.metadata!.name!, {
       ...current,
-      status: { loadBalancer: { ingress: vips.map((ip) => ({ ip })) } },
+      status: { loadBalancer: { ingress: ingressOf(vips) } },
     });
     return Promise.resolve();
   };
@@ -155,7 +156,7 @@ const requestOf = (svc: V1Service) => [
 const withStatuses = (services: V1Service[], vips: Map<string, string[]>) =>
   services.map((svc) => ({
     ...svc,
-    status: { loadBalancer: { ingress: vips.get(`default/${svc.metadata!.name}`)!.map((ip) => ({ ip })) } },
+    status: { loadBalancer: { ingress: ingressOf(vips.get(`default/${svc.metadata!.name}`)!) } },
   }));
 
 /** A status change the Service asked for: its request, or a first address, or a move into its pool. */

@@ -1,5 +1,6 @@
 // Small builders of Kubernetes objects for the controller's tests.
 import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
+import { ingressOf } from "../statusWriter.ts";
 
 export const CLASS = "portable-lb.io/ecmp";
 
@@ -28,7 +29,7 @@ export function lbService(
       loadBalancerClass: opts.class ?? CLASS,
       ports: opts.ports ?? [{ name: "http", port: 80, protocol: "TCP" }],
     },
-    status: { loadBalancer: { ingress: (opts.vips ?? []).map((ip) => ({ ip })) } },
+    status: { loadBalancer: { ingress: ingressOf(opts.vips ?? []) } },
   };
 }
 
