@@ -32,7 +32,7 @@ async function main(): Promise<void> {
   });
   const step = Number(values["step-seconds"]);
   if (!(step >= 5)) throw new Error(`--step-seconds: at least 5 (got ${values["step-seconds"]})`);
-  const rig = labRig();
+  const rig = await labRig();
   const machine = await machineInfo();
   const runDir = newRunDir(values.out, "lab-scaling");
   const scale = (replicas: number) =>

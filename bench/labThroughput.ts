@@ -108,7 +108,7 @@ async function main(): Promise<void> {
   if (counts.some((n) => !Number.isInteger(n) || n < 1))
     throw new Error(`--backends: positive integers (got ${values.backends})`);
   const seconds = Number(values.seconds);
-  const rig = labRig();
+  const rig = await labRig();
   const nginx = nginxBinary();
   const machine = await machineInfo();
   const runDir = newRunDir(values.out, "lab-throughput");

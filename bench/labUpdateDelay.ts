@@ -42,7 +42,7 @@ async function main(): Promise<void> {
   const events = Number(values.events);
   if (!Number.isInteger(events) || events < 1)
     throw new Error(`--events: a positive integer (got ${values.events})`);
-  const rig = labRig();
+  const rig = await labRig();
   const machine = await machineInfo();
   const runDir = newRunDir(values.out, "lab-delay");
   const nodeIp = new Map(rig.plan.nodes.map((n) => [n.name, n.ip]));

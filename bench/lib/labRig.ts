@@ -1,6 +1,6 @@
 // What the lab benchmarks share: the running lab (`npm run lab`), found through its stack's outputs
 // on stdin (`npm run --silent lab -- outputs | node bench/lab….ts`), with an API client.
-import { readFileSync } from "node:fs";
+import { text } from "node:stream/consumers";
 import { AppsV1Api, CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import type { LabPlan } from "@portable-lb/lab";
 
@@ -11,8 +11,9 @@ export interface LabRig {
   apps: AppsV1Api;
 }
 
-export function labRig(): LabRig {
-  const outputs = JSON.parse(readFileSync(0, "utf8")) as {
+/** Reads the outputs from stdin to its end (asynchronously: the lab command may take minutes). */
+export async function labRig(): Promise<LabRig> {
+  const outputs = JSON.parse(await text(process.stdin)) as {
     labPlan?: LabPlan;
     demoVip?: string;
     kubeconfig?: string;
