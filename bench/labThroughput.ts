@@ -1,8 +1,11 @@
 // Throughput against the number of backend pods, on the lab (the thesis's Fig. 6.4): the client
-// sends requests back to back over keep-alive connections to the demo web service three ways:
+// sends requests back to back to the demo web service three ways, on a new connection each (the
+// demo pods' busybox httpd closes every connection after its answer):
 //   portable-lb  the VIP: router ECMP over the LB nodes, nftables in the LB pods
 //   direct       the pods' own addresses, the client spreading its connections over them (no LB)
 //   nginx        nginx as the load balancer on an LB node (proxying to the pods; the thesis's baseline)
+// nginx closes its client connections after each answer too (keepalive_timeout 0): kept alive, they
+// would spare the client the handshakes the other two ways pay, and measure that instead of the LB.
 // This machine has two CPUs shared by the client, the LBs and the pods, so absolute figures say
 // little; the report gives each way's ratio to direct-to-pod at the same backend count.
 //
@@ -71,6 +74,7 @@ function nginxConfig(dir: string, backends: string[]): string {
     "events { worker_connections 1024; }",
     "http {",
     "  access_log off;",
+    "  keepalive_timeout 0;",
     `  client_body_temp_path ${dir}/body; proxy_temp_path ${dir}/proxy;`,
     `  fastcgi_temp_path ${dir}/fastcgi; uwsgi_temp_path ${dir}/uwsgi; scgi_temp_path ${dir}/scgi;`,
     "  upstream backends {",
@@ -164,7 +168,7 @@ async function main(): Promise<void> {
   const text = [
     "portable-lb on the lab: throughput vs backend pods (cf. thesis Fig. 6.4)",
     `machine: ${machine.cpus} x ${machine.cpuModel} (client, LBs and pods share it: read the ratios)`,
-    `${CONNECTIONS} keep-alive connections, back to back, ${seconds} s per point`,
+    `${CONNECTIONS} client connections at a time, back to back (a new connection per request: the demo pods and nginx close them), ${seconds} s per point`,
     "",
     "backends  mode          requests/s  ratio to direct  failures",
     ...rows.map((r) =>
