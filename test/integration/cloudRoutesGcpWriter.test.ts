@@ -16,7 +16,7 @@ const instance = (n: string) => `projects/${PROJECT}/zones/europe-west1-b/instan
 const PODS = ["lb-a", "lb-b", "lb-c"].map(instance);
 
 let fake: GcpRoutesFake;
-let clients: ReturnType<typeof gcpClientsFor>;
+let clients: Awaited<ReturnType<typeof gcpClientsFor>>;
 const retries: string[] = [];
 
 function writer(): GcpRoutes {
@@ -53,7 +53,7 @@ const nextHops = (vip: string) =>
 beforeAll(async () => {
   fake = new GcpRoutesFake({ operationMs: 100 });
   await fake.start();
-  clients = gcpClientsFor(fake.port);
+  clients = await gcpClientsFor(fake.port);
 });
 
 afterAll(async () => {

@@ -5,7 +5,7 @@
 // The controller (controller.ts) starts it in routingMode cloud-routes and feeds it the VIPs its data
 // plane serves.
 import { EC2Client } from "@aws-sdk/client-ec2";
-import type { GlobalOperationsClient, RoutesClient } from "@google-cloud/compute";
+import { loadGcpClients, type GcpClients } from "./gcpClients.ts";
 import { CoordinationV1Api, CoreV1Api, type KubeConfig, type V1Service } from "@kubernetes/client-node";
 import { cidrContains, type LbConfig } from "@portable-lb/core/config";
 import type { Logger } from "pino";
@@ -35,7 +35,7 @@ export interface CloudRoutesOptions {
   registry: Registry;
   report: (items: SkippedItem[], type?: EventType) => Promise<void>;
   /** GCP: the compute clients to use (tests point them at a fake); default, the REST clients. */
-  gcpClients?: { routes: RoutesClient; operations: GlobalOperationsClient } | undefined;
+  gcpClients?: GcpClients | undefined;
 }
 
 export interface CloudRoutes {
@@ -168,14 +168,8 @@ async function gcpLoop(
   hooks: Hooks,
 ): Promise<GcpRouteLoop> {
   const settings = c.o.config.cloudRoutes!;
-  // REST transport (fallback), credentials from the instance's service account (the metadata
-  // server). Loaded only here: the package and its protos take seconds to load, which AWS pods
-  // need not pay at each start.
-  const compute = c.o.gcpClients ? undefined : await import("@google-cloud/compute");
-  const clients = c.o.gcpClients ?? {
-    routes: new compute!.RoutesClient({ fallback: true }),
-    operations: new compute!.GlobalOperationsClient({ fallback: true }),
-  };
+  // Credentials from the instance's service account (the metadata server).
+  const clients = c.o.gcpClients ?? (await loadGcpClients());
   const routes = new GcpRoutes({
     ...clients,
     project: settings.project ?? self.project,

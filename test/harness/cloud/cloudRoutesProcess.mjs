@@ -45,7 +45,7 @@ const metrics = createServer((_, res) => void registry.metrics().then((text) => 
 await new Promise((resolve) => metrics.listen(0, "127.0.0.1", resolve));
 log.info({ metricsPort: metrics.address().port }, "metrics served");
 const gcpClients = a["gcp-port"]
-  ? (await import("./gcpClients.ts")).gcpClientsFor(Number(a["gcp-port"]))
+  ? await (await import("./gcpClients.ts")).gcpClientsFor(Number(a["gcp-port"]))
   : undefined;
 const routes = await startCloudRoutes({
   config,
