@@ -55,8 +55,8 @@ function putOurs(vip: string, instance: string): void {
 const routed = (live: string[], ms = 30_000) => rig.allRoutedTo(live, VIPS.slice(1), ms);
 
 /**
- * Starts pods and waits until they run: the compute client loads its 12 MB of protos at start
- * (~5 s of CPU), which takes minutes for three processes on a loaded 2-core machine.
+ * Starts pods and waits until they run: the compute clients load their protos at start
+ * (~1 s of CPU each), which takes far longer for three processes on a loaded 2-core machine.
  */
 async function start(pods: string[], o: { server?: string } = {}): Promise<void> {
   pods.forEach((pod) => rig.start(pod, o));
