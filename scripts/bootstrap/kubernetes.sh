@@ -1,13 +1,11 @@
 # Kubernetes built from k8s.io/kubernetes on the Go module proxy at KUBERNETES_VERSION: the control
 # plane (kube-apiserver, kube-controller-manager, kube-scheduler), the lab nodes' kubelet and
-# kube-proxy, and the pause binary their sandbox image runs. Sourced by bootstrap.sh.
+# kube-proxy, the pause binary their sandbox image runs, and kubectl. Sourced by bootstrap.sh.
 
-KUBERNETES_COMMANDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
-
-# build_kubernetes STAGING: every command, then pause as upstream builds it (static, from the same
-# module's C source).
-build_kubernetes() {
+# kubernetes_commands STAGING COMMAND...: those commands of k8s.io/kubernetes at KUBERNETES_VERSION
+kubernetes_commands() {
   local staging=$1 version=$KUBERNETES_VERSION mod src cmd ldflags
+  shift
   mod=$(mktemp -d) && cd "$mod" || return 1
   src=$(go_module_dir "k8s.io/kubernetes@v$version")
   [ -n "$src" ] || { say "cannot download k8s.io/kubernetes v$version"; return 1; }
@@ -22,15 +20,27 @@ build_kubernetes() {
   ldflags="$ldflags -X k8s.io/component-base/version.gitMajor=${version%%.*}"
   ldflags="$ldflags -X k8s.io/component-base/version.gitMinor=$(echo "$version" | cut -d. -f2)"
   mkdir -p "$staging/bin"
-  for cmd in "${KUBERNETES_COMMANDS[@]}"; do
+  for cmd in "$@"; do
     go_build "$cmd" "$staging/bin/$cmd" "k8s.io/kubernetes/cmd/$cmd" -ldflags "$ldflags" || { cd / && rm -rf "$mod"; return 1; }
   done
   cd / && rm -rf "$mod"
-  gcc -Os -Wall -Werror -static -DVERSION="v$version-portable-lb" \
-    -o "$staging/bin/pause" "$src/build/pause/linux/pause.c" >>"$PLB_LOGS/pause.log" 2>&1 ||
+}
+
+# build_kubernetes STAGING: the control plane and node commands, then pause as upstream builds it
+# (static, from the same module's C source).
+build_kubernetes() {
+  local src
+  kubernetes_commands "$1" kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy || return 1
+  src=$(go_module_dir "k8s.io/kubernetes@v$KUBERNETES_VERSION")
+  gcc -Os -Wall -Werror -static -DVERSION="v$KUBERNETES_VERSION-portable-lb" \
+    -o "$1/bin/pause" "$src/build/pause/linux/pause.c" >>"$PLB_LOGS/pause.log" 2>&1 ||
     { tail -5 "$PLB_LOGS/pause.log" >&2; say "ERROR: gcc of pause failed; log: $PLB_LOGS/pause.log"; return 1; }
 }
 
+# kubectl, for the tests that drive the lab as a user would (and for the user's own use of it).
+build_kubectl() { kubernetes_commands "$1" kubectl; }
+
 install_kubernetes() {
   install_tool kubernetes "$KUBERNETES_VERSION" build_kubernetes
+  install_tool kubectl "$KUBERNETES_VERSION" build_kubectl
 }

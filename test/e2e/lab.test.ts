@@ -1,7 +1,7 @@
 // The lab end to end, through the real Pulumi engine and the root program, as `npm run lab` runs it
 // (but in a stack and namespaces of its own, so a developer's lab is left alone): up → the demo
 // VIP answers, the router has one ECMP next hop per LB node, requests spread over LB nodes and
-// backends, BFD is Up between the router, the reflectors and every LB speaker (their pods run by
+// backends, a Service made with `kubectl expose` is served too, BFD is Up between the router, the reflectors and every LB speaker (their pods run by
 // the lab nodes' real kubelets, from the images we build) → a second up changes nothing
 // → LB pods 3 → 1 → 3, the route following → destroy, leaving no namespace, process or folder behind.
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
@@ -169,6 +169,54 @@ describe("the lab: npm run lab's stack, end to end", () => {
       for (const backend of Object.keys(spread.backends)) expect(backend).toMatch(/^10\.244\.\d+\.\d+$/);
     },
     UP_MS,
+  );
+
+  it(
+    "serves a Service made with `kubectl expose --type=LoadBalancer` in our class, and lets it go",
+    async () => {
+      requireUp();
+      const kubectl = async (...args: string[]) => {
+        const r = await execCommand("kubectl", ["--kubeconfig", kubeconfig, "-n", "demo", ...args]);
+        if (r.code !== 0) throw new Error(`kubectl ${args.join(" ")}: ${r.stderr}`);
+        return r.stdout.trim();
+      };
+      const cls = await kubectl("get", "service", "demo", "-o", "jsonpath={.spec.loadBalancerClass}");
+      expect(cls).not.toBe("");
+      // A class can only be given at creation; `kubectl expose` takes it through --overrides.
+      await kubectl(
+        ...["expose", "deployment", "demo", "--name", "exposed", "--type=LoadBalancer"],
+        ...[
+          "--port=80",
+          "--target-port=8080",
+          `--overrides={"apiVersion":"v1","spec":{"loadBalancerClass":"${cls}"}}`,
+        ],
+      );
+      let ip = "";
+      await waitUntil(
+        async () => {
+          ip = await kubectl(
+            "get",
+            "service",
+            "exposed",
+            "-o",
+            "jsonpath={.status.loadBalancer.ingress[0].ip}",
+          );
+          return ip !== "";
+        },
+        60_000,
+        500,
+      );
+      expect(ip).toMatch(/^10\.1\.1\.\d+$/);
+      expect(ip).not.toBe(vip);
+      expect(await hopsBecome(plan, ip, lbNodeIps())).toEqual(lbNodeIps());
+      const spread = await curlSpread(plan, ip, 30);
+      expect(spread.failed).toBe(0);
+      expect(Object.keys(spread.backends)).toHaveLength(3);
+
+      await kubectl("delete", "service", "exposed");
+      expect(await hopsBecome(plan, ip, [])).toEqual([]);
+    },
+    STEP_MS,
   );
 
   it(
