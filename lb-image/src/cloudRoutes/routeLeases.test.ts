@@ -5,6 +5,7 @@ import {
   NODE_ANNOTATION,
   TARGET_ANNOTATION,
   ROLE_LABEL,
+  leaseStateKey,
   liveMembers,
   memberLeaseName,
   nextExpiry,
@@ -37,6 +38,17 @@ describe("route Leases", () => {
   });
   it("tells when the next live Lease expires", () => {
     expect(nextExpiry(leases, now)).toBe(now + 2000);
+  });
+  it("changes its state key on a new holder or target, not on a renewal", () => {
+    const key = leaseStateKey(leases);
+    expect(leaseStateKey([member("a", "pod-a", 0), leases[1]!, leases[2]!])).toBe(key);
+    expect(leaseStateKey([...leases].reverse())).toBe(key);
+    expect(leaseStateKey([member("a", undefined, 1), leases[1]!, leases[2]!])).not.toBe(key);
+    expect(leaseStateKey([member("a", "pod-x", 1), leases[1]!, leases[2]!])).not.toBe(key);
+    const moved = member("a", "pod-a", 1);
+    moved.metadata!.annotations![TARGET_ANNOTATION] = "eni-new";
+    expect(leaseStateKey([moved, leases[1]!, leases[2]!])).not.toBe(key);
+    expect(leaseStateKey(leases.slice(1))).not.toBe(key);
   });
   it("names Leases as DNS subdomains", () => {
     expect(vipLeaseName("g", "10.1.1.7")).toBe("plb-routes-g-vip-10-1-1-7");

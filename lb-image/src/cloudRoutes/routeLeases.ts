@@ -73,6 +73,24 @@ export function ourTargets(leases: readonly V1Lease[]): Set<string> {
   return new Set(leases.filter(isMember).flatMap((l) => l.metadata?.annotations?.[TARGET_ANNOTATION] ?? []));
 }
 
+/**
+ * What the loops act on in the group's Leases: who holds each and where members' routes point.
+ * Renewals change only renewTime, which matters once it is older than the duration: the periodic
+ * renewal notices that, so reacting to every renewal (every pod's, each second) would only make
+ * each renewal trigger more of them.
+ */
+export function leaseStateKey(leases: readonly V1Lease[]): string {
+  const entries = leases.map(
+    (l) =>
+      [
+        l.metadata?.name ?? "",
+        l.spec?.holderIdentity ?? "",
+        l.metadata?.annotations?.[TARGET_ANNOTATION] ?? "",
+      ] as const,
+  );
+  return JSON.stringify(entries.sort((a, b) => a[0].localeCompare(b[0])));
+}
+
 /** The time at which the next live member's Lease expires (when owners may change unannounced). */
 export function nextExpiry(leases: readonly V1Lease[], now: number): number | undefined {
   const times = leases

@@ -27,6 +27,7 @@ import {
   ROLE_LABEL,
   TARGET_ANNOTATION,
   groupLabel,
+  leaseStateKey,
   memberLeaseName,
   type LeaseTiming,
 } from "./routeLeases.ts";
@@ -90,6 +91,8 @@ export abstract class RouteLoop<O extends RouteLoopOptions = RouteLoopOptions> {
   /** What the last successful sync made true; a different one needs a fresh read and plan. */
   protected appliedKey = "";
   private readonly informers: ResilientInformers;
+  /** The Leases' holders and targets last seen (leaseStateKey): a change triggers a renewal. */
+  private leaseKey = "";
   private pointed = new Set<string>();
   private timer: NodeJS.Timeout | undefined;
   private readonly inFlight = new Set<Promise<void>>();
@@ -105,7 +108,7 @@ export abstract class RouteLoop<O extends RouteLoopOptions = RouteLoopOptions> {
       durationS: this.timing.durationS,
     });
     this.informers = new ResilientInformers(o.log, {
-      onChange: () => this.trigger(),
+      onChange: () => this.leasesChanged(),
       onConnection: () => {},
     });
     this.leaseCache = this.informers.add<V1Lease>("leases", {
@@ -151,7 +154,15 @@ export abstract class RouteLoop<O extends RouteLoopOptions = RouteLoopOptions> {
     if (!this.stopped) this.leaseRunner.trigger();
   }
 
-  /** Starts the Lease cache and the renewals (every renewMs, and on each change). */
+  /** A freed or taken Lease is acted on at once; a mere renewal waits for the periodic one. */
+  private leasesChanged(): void {
+    const key = leaseStateKey(this.leaseCache.list());
+    if (key === this.leaseKey) return;
+    this.leaseKey = key;
+    this.trigger();
+  }
+
+  /** Starts the Lease cache and the renewals (every renewMs, and when a holder or target changes). */
   protected async run(): Promise<void> {
     await this.informers.start();
     this.tick();
