@@ -29,6 +29,7 @@ import {
   groupLabel,
   leaseStateKey,
   memberLeaseName,
+  nextExpiry,
   type LeaseTiming,
 } from "./routeLeases.ts";
 
@@ -93,6 +94,8 @@ export abstract class RouteLoop<O extends RouteLoopOptions = RouteLoopOptions> {
   private readonly informers: ResilientInformers;
   /** The Leases' holders and targets last seen (leaseStateKey): a change triggers a renewal. */
   private leaseKey = "";
+  /** Looks at the Leases again when the next one runs out (a crashed holder's: no event tells). */
+  private expiryTimer: NodeJS.Timeout | undefined;
   private pointed = new Set<string>();
   private timer: NodeJS.Timeout | undefined;
   private readonly inFlight = new Set<Promise<void>>();
@@ -154,9 +157,19 @@ export abstract class RouteLoop<O extends RouteLoopOptions = RouteLoopOptions> {
     if (!this.stopped) this.leaseRunner.trigger();
   }
 
-  /** A freed or taken Lease is acted on at once; a mere renewal waits for the periodic one. */
+  /**
+   * A freed, taken or expired Lease is acted on at once, so a crashed pod's VIPs move right when its
+   * Leases run out; a mere renewal waits for the periodic one.
+   */
   private leasesChanged(): void {
-    const key = leaseStateKey(this.leaseCache.list());
+    if (this.stopped) return;
+    const leases = this.leaseCache.list();
+    const now = Date.now();
+    clearTimeout(this.expiryTimer);
+    const next = nextExpiry(leases, now);
+    // Just past it: a Lease counts as expired once its end is behind.
+    if (next !== undefined) this.expiryTimer = setTimeout(() => this.leasesChanged(), next - now + 5);
+    const key = leaseStateKey(leases, now);
     if (key === this.leaseKey) return;
     this.leaseKey = key;
     this.trigger();
@@ -292,6 +305,7 @@ export abstract class RouteLoop<O extends RouteLoopOptions = RouteLoopOptions> {
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
+    clearTimeout(this.expiryTimer);
     this.leaseRunner.stop();
     this.cloudRunner.stop();
     await Promise.allSettled([...this.inFlight]);
