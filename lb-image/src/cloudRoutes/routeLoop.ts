@@ -98,7 +98,8 @@ export abstract class RouteLoop<O extends RouteLoopOptions = RouteLoopOptions> {
   private expiryTimer: NodeJS.Timeout | undefined;
   private pointed = new Set<string>();
   private timer: NodeJS.Timeout | undefined;
-  private readonly inFlight = new Set<Promise<void>>();
+  /** Each runner's run in progress, if any (stop() waits for them). */
+  private readonly inFlight = { lease: new Set<Promise<void>>(), cloud: new Set<Promise<void>>() };
 
   constructor(o: O) {
     this.o = o;
@@ -125,8 +126,16 @@ export abstract class RouteLoop<O extends RouteLoopOptions = RouteLoopOptions> {
         }),
       labelSelector: `${GROUP_LABEL}=${this.group}`,
     });
-    this.leaseRunner = this.serialRunner(() => this.renewLeases(), "Lease renewal failed; retrying");
-    this.cloudRunner = this.serialRunner(() => this.syncCloud(), "cloud route sync failed; retrying");
+    this.leaseRunner = this.serialRunner(
+      this.inFlight.lease,
+      () => this.renewLeases(),
+      "Lease renewal failed; retrying",
+    );
+    this.cloudRunner = this.serialRunner(
+      this.inFlight.cloud,
+      () => this.syncCloud(),
+      "cloud route sync failed; retrying",
+    );
   }
 
   /** Reads what the Leases say this pod must write now; triggers the cloud sync. */
@@ -134,12 +143,16 @@ export abstract class RouteLoop<O extends RouteLoopOptions = RouteLoopOptions> {
   /** Makes the cloud hold what renewLeases decided. */
   protected abstract syncCloud(): Promise<void>;
 
-  private serialRunner(job: () => Promise<void>, failed: string): CoalescingRunner {
+  private serialRunner(
+    inFlight: Set<Promise<void>>,
+    job: () => Promise<void>,
+    failed: string,
+  ): CoalescingRunner {
     return new CoalescingRunner(
       () => {
         const run = job();
-        this.inFlight.add(run);
-        void run.catch(() => {}).finally(() => this.inFlight.delete(run));
+        inFlight.add(run);
+        void run.catch(() => {}).finally(() => inFlight.delete(run));
         return run;
       },
       { onError: (err) => this.o.log.warn({ err }, failed) },
@@ -308,10 +321,13 @@ export abstract class RouteLoop<O extends RouteLoopOptions = RouteLoopOptions> {
     clearTimeout(this.expiryTimer);
     this.leaseRunner.stop();
     this.cloudRunner.stop();
-    await Promise.allSettled([...this.inFlight]);
+    // A renewal in flight writes nothing to the cloud: the last word need not wait for it, but the
+    // release must (else it could take a Lease back after the release).
+    await Promise.allSettled([...this.inFlight.cloud]);
     await this.beforeRelease().catch((err: unknown) =>
       this.o.log.warn({ err }, "cloud clean-up at stop failed; the others clean up after this pod"),
     );
+    await Promise.allSettled([...this.inFlight.lease]);
     const held = this.leases.held();
     this.leases.dropAll();
     await Promise.all(
