@@ -1,13 +1,13 @@
 // The AWS cloud-routes mode against moto's real EC2 server on loopback, with three processes running
 // the controller's cloud-routes part (startCloudRoutes, as built), real Leases in the shared control
 // plane, and Nodes whose providerID names moto instances. The route of each VIP follows its owner,
-// VIPs spread over the pods, a SIGKILLed owner's VIPs move once its Lease expires, a graceful stop
-// hands them over at once, throttled writes are retried, a foreign route is left alone and reported,
+// VIPs spread over the pods, a SIGKILLed owner's VIPs move once its Lease expires, a gracefully
+// stopping pod points its VIPs at their successors itself before it exits, throttled writes are retried, a foreign route is left alone and reported,
 // a stale route to one of ours is removed, and without the API server the routes stay as they are.
 import { ownerOf } from "../../lb-image/src/cloudRoutes/ownerAssignment.ts";
 import { waitUntil } from "@portable-lb/lab";
 import { AwsRouteRig } from "../harness/cloud/awsRouteRig.ts";
-import { createRoute, routeTargets } from "../harness/cloud/awsTestVpc.ts";
+import { createRoute, routeTargets, routeTargetsOf } from "../harness/cloud/awsTestVpc.ts";
 import { apiServerProxy, expectFailStatic, rigBase, afterRig } from "../harness/cloud/cloudRigTesting.ts";
 import type { TcpProxy } from "../harness/tcpProxy.ts";
 
@@ -36,6 +36,19 @@ const allRouted = (live: string[], ms = 30_000) => rig.allRoutedToOwners(live, O
 
 const events = (reason: string) => rig.events(reason);
 
+/** A pod's metric `name` summed over its series (0 while it has none). */
+async function metric(pod: string, name: string): Promise<number> {
+  const text = await rig.metrics(pod);
+  return [...text.matchAll(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, "gm"))].reduce(
+    (sum, m) => sum + Number(m[1]),
+    0,
+  );
+}
+const writes = (pod: string) => metric(pod, "portable_lb_cloud_route_writes_total");
+
+/** The first pod owning one of OWN_VIPS. */
+const anOwner = () => PODS.find((p) => OWN_VIPS.some((v) => ownerOf(v, PODS) === p))!;
+
 beforeAll(async () => {
   await rig.setup();
   apiProxy = await apiServerProxy();
@@ -47,11 +60,11 @@ beforeAll(async () => {
 
 afterRig(rig, () => apiProxy);
 
-/** Stops an owner with `signal`; ms until its VIPs point at the others' ENIs, then restarts it. */
-async function moveOnStop(signal: "SIGTERM" | "SIGKILL"): Promise<number> {
-  const pod = PODS.find((p) => OWN_VIPS.some((v) => ownerOf(v, PODS) === p))!;
+/** SIGKILLs an owner; ms until its VIPs point at the others' ENIs, then restarts it. */
+async function moveOnKill(): Promise<number> {
+  const pod = anOwner();
   const t0 = performance.now();
-  await rig.stop(pod, signal);
+  await rig.stop(pod, "SIGKILL");
   expect(
     await allRouted(
       PODS.filter((p) => p !== pod),
@@ -102,27 +115,61 @@ describe("cloud routes on AWS (moto)", () => {
     expect(new Set(routed.map((e) => e.involvedObject.name)).size).toBeGreaterThanOrEqual(OWN_VIPS.length);
   });
 
-  it("hands a stopped pod's VIPs over at once (graceful stop)", async () => {
-    expect(await moveOnStop("SIGTERM")).toBeLessThan(3_000);
+  it("points a stopping pod's VIPs at their successors before it exits (graceful stop)", async () => {
+    const pod = anOwner();
+    const live = PODS.filter((p) => p !== pod);
+    const moved = VIPS.filter((v) => ownerOf(v, PODS) === pod);
+    const before = await routeTargetsOf(rig.ec2, rig.tables, moved);
+    const toReplace = [...before.values()].flat().filter((t) => t === rig.eniOf(pod)).length;
+    expect(toReplace).toBeGreaterThanOrEqual(2);
+    const writesBefore = await Promise.all(live.map(writes));
+    const t0 = performance.now();
+    await rig.stop(pod, "SIGTERM");
+    const ms = performance.now() - t0;
+    // Read as the process has exited: the routes already point at the successors ownerOf picks.
+    expect(
+      await rig.routedToOwners(
+        live,
+        moved.filter((v) => OWN_VIPS.includes(v)),
+      ),
+    ).toBe(true);
+    expect(ms).toBeLessThan(3_000);
+    // ... written by the stopping pod, before it said it stopped.
+    const out = rig.output(pod);
+    const line = out.split("\n").find((l) => l.includes("VIPs handed over to their successors"));
+    expect(line).toBeDefined();
+    expect(out.indexOf(line!)).toBeLessThan(out.indexOf('"msg":"stopped"'));
+    const said = JSON.parse(line!) as { handedOver: Record<string, string>; writes: number };
+    expect(said.handedOver).toEqual(Object.fromEntries(moved.map((v) => [v, ownerOf(v, live)])));
+    expect(said.writes).toBe(toReplace);
+    // The successors take the freed VIP Leases, read, and find nothing to write.
+    const synced = async (p: string) =>
+      (await metric(p, "portable_lb_cloud_route_owned_vips")) ===
+        VIPS.filter((v) => ownerOf(v, live) === p).length &&
+      (await metric(p, "portable_lb_cloud_route_seconds_since_sync")) * 1000 < performance.now() - t0;
+    expect(
+      await waitUntil(async () => (await Promise.all(live.map(synced))).every(Boolean), 15_000, 100),
+    ).toBe(true);
+    expect(await Promise.all(live.map(writes))).toEqual(writesBefore);
+    rig.start(pod);
+    expect(await allRouted(PODS)).toBe(true);
   }, 60_000);
 
   it("moves a SIGKILLed owner's VIPs once its Lease expires", async () => {
     // The Lease lasts 3 s; pods renew every second.
-    expect(await moveOnStop("SIGKILL")).toBeLessThan(8_000);
+    expect(await moveOnKill()).toBeLessThan(8_000);
   }, 90_000);
 
   it("retries throttled writes until they go through", async () => {
-    // lb-c's calls go through the fault proxy; stopping lb-a moves some VIPs to it.
+    // lb-c, restarted with its calls through the fault proxy, takes its VIPs back: its writes.
+    expect(VIPS.some((v) => ownerOf(v, PODS) === "lb-c")).toBe(true);
     await rig.stop("lb-c", "SIGTERM");
+    expect(await allRouted(["lb-a", "lb-b"])).toBe(true);
     rig.proxy.throttle(3);
     rig.start("lb-c", { endpoint: rig.proxy.endpoint });
     expect(await allRouted(PODS)).toBe(true);
-    await rig.stop("lb-a", "SIGTERM");
-    expect(await allRouted(["lb-b", "lb-c"])).toBe(true);
     expect(rig.proxy.throttled).toBe(3);
     expect(rig.output("lb-c")).toContain('"cause":"throttled"');
-    rig.start("lb-a");
-    expect(await allRouted(PODS)).toBe(true);
   }, 120_000);
 
   it("keeps the routes as they are when the API server is lost (fail static)", async () => {

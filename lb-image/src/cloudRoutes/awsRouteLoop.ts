@@ -1,10 +1,12 @@
 // The AWS cloud-routes loop of an LB pod. Each VIP has one owner among the live LB pods (rendezvous
 // hashing over the member Leases), fenced by a Lease per VIP; the owner points VIP/32 at its
-// instance's primary ENI in every configured route table. A graceful stop releases its Leases at
-// once, so the next owner takes over without waiting; a crashed pod's Leases expire. Cloud calls
+// instance's primary ENI in every configured route table. A graceful stop first points its VIPs at
+// their successors itself, while its Leases still fence it (awsHandover.ts), then releases them, so
+// the successor finds nothing to write; a crashed pod's Leases expire. Cloud calls
 // happen only when what this pod must write changes, plus one read per resync (routeLoop.ts has
 // the Lease and runner machinery both clouds share).
-import { planAwsRoutes, planIsEmpty, type TableRoute } from "./awsRoutePlan.ts";
+import { planAwsHandover } from "./awsHandover.ts";
+import { planAwsRoutes, planIsEmpty, type AwsRoutePlan, type TableRoute } from "./awsRoutePlan.ts";
 import type { AwsRouteTables } from "./awsRouteTables.ts";
 import { providerId, type InstanceIdentity } from "./instanceIdentity.ts";
 import { assignOwners } from "./ownerAssignment.ts";
@@ -90,14 +92,7 @@ export class AwsRouteLoop extends RouteLoop<AwsRouteLoopOptions> {
           message: `VIP ${i.vip} lies inside route table ${i.table}'s local range ${i.cidr} (the VPC's own addresses), which AWS delivers in the VPC whatever route is added; pick a VIP pool outside the VPC's CIDRs`,
         })),
       );
-    // Fencing: drop whatever Lease ran out while we read.
-    const stillHeld = (vip: string) => this.leases.holds(vipLeaseName(this.group, vip));
-    const fenced = {
-      ...plan,
-      create: plan.create.filter((c) => stillHeld(c.vip)),
-      replace: plan.replace.filter((c) => stillHeld(c.vip)),
-      remove: plan.remove.filter((c) => stillHeld(c.vip)),
-    };
+    const fenced = this.fenced(plan);
     const failures = planIsEmpty(fenced) ? [] : await this.o.tables.apply(fenced, self.eni);
     if (!planIsEmpty(fenced)) this.lastRead = 0; // what we wrote is read back at the next change
     await this.reportFailures(failures);
@@ -121,8 +116,53 @@ export class AwsRouteLoop extends RouteLoop<AwsRouteLoopOptions> {
     await this.reportFailures(result.failed.map((f) => f.error));
   }
 
-  /** AWS has nothing to undo at stop: releasing the VIP Leases hands the routes over. */
-  protected beforeRelease(): Promise<void> {
-    return Promise.resolve();
+  /** The plan's writes for VIPs whose Lease this pod still holds (one may run out while it reads). */
+  private fenced(plan: AwsRoutePlan): AwsRoutePlan {
+    const stillHeld = (c: { vip: string }) => this.leases.holds(vipLeaseName(this.group, c.vip));
+    return {
+      ...plan,
+      create: plan.create.filter(stillHeld),
+      replace: plan.replace.filter(stillHeld),
+      remove: plan.remove.filter(stillHeld),
+    };
+  }
+
+  /**
+   * Graceful stop, nothing else writing any more: each VIP whose Lease this pod still holds is
+   * pointed at its successor (from a fresh read: only routes to our pods are replaced). A VIP
+   * without a live successor keeps its route; a failed write is left to the successor.
+   */
+  protected async beforeRelease(): Promise<void> {
+    const vips = [...this.vips.served].filter((v) => this.leases.holds(vipLeaseName(this.group, v)));
+    if (!this.self || !vips.length) return;
+    const all = [...this.leaseCache.list()];
+    await this.read();
+    const handover = planAwsHandover({
+      vips,
+      self: this.o.identity,
+      // Strictly live (every Lease judged): a VIP handed to a member that may be dead black-holes.
+      members: liveMembers(all, Date.now(), 0),
+      tables: this.readable,
+      routes: this.routes,
+      ours: ourTargets(all).add(this.self.eni),
+      local: this.local,
+    });
+    const written = await Promise.all(
+      handover.moves.map(async ({ target, plan }) => {
+        const fenced = this.fenced(plan);
+        const failures = await this.o.tables.apply(fenced, target);
+        await this.reportFailures(failures);
+        return fenced.create.length + fenced.replace.length - failures.length;
+      }),
+    );
+    this.o.log.info(
+      {
+        handedOver: Object.fromEntries(handover.moves.flatMap((m) => m.vips.map((v) => [v, m.successor]))),
+        writes: written.reduce((a, b) => a + b, 0),
+        orphaned: handover.orphaned,
+        unknownTarget: handover.unknownTarget,
+      },
+      "VIPs handed over to their successors",
+    );
   }
 }

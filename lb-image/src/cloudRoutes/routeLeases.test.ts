@@ -5,6 +5,7 @@ import {
   NODE_ANNOTATION,
   TARGET_ANNOTATION,
   ROLE_LABEL,
+  leaseStateKey,
   liveMembers,
   memberLeaseName,
   nextExpiry,
@@ -43,6 +44,21 @@ describe("route Leases", () => {
   });
   it("tells when the next live Lease expires", () => {
     expect(nextExpiry(leases, now)).toBe(now + 2000);
+  });
+  it("changes its state key on a new holder or target, or an expiry, not on a renewal", () => {
+    const key = leaseStateKey(leases, now);
+    expect(leaseStateKey([member("a", "pod-a", 0), leases[1]!, leases[2]!], now)).toBe(key);
+    expect(leaseStateKey([...leases].reverse(), now)).toBe(key);
+    expect(leaseStateKey([member("a", undefined, 1), leases[1]!, leases[2]!], now)).not.toBe(key);
+    expect(leaseStateKey([member("a", "pod-x", 1), leases[1]!, leases[2]!], now)).not.toBe(key);
+    const moved = member("a", "pod-a", 1);
+    moved.metadata!.annotations![TARGET_ANNOTATION] = "eni-new";
+    expect(leaseStateKey([moved, leases[1]!, leases[2]!], now)).not.toBe(key);
+    expect(leaseStateKey(leases.slice(1), now)).not.toBe(key);
+    // pod-a's Lease (renewed 1 s ago, 3 s long) runs out: as if released.
+    expect(leaseStateKey(leases, now + 2001)).toBe(
+      leaseStateKey([member("a", undefined, 1), leases[1]!, leases[2]!], now),
+    );
   });
   it("names Leases as DNS subdomains", () => {
     expect(vipLeaseName("g", "10.1.1.7")).toBe("plb-routes-g-vip-10-1-1-7");

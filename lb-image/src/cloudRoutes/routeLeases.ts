@@ -85,7 +85,24 @@ export function ourTargets(leases: readonly V1Lease[]): Set<string> {
   return new Set(leases.filter(isMember).flatMap((l) => l.metadata?.annotations?.[TARGET_ANNOTATION] ?? []));
 }
 
-/** The time at which the next live member's Lease expires (when owners may change unannounced). */
+/**
+ * What the loops act on in the group's Leases at `now`: who holds each (nobody once it expired) and
+ * where members' routes point. A renewal changes none of it: reacting to every renewal (every
+ * pod's, each second) would only make each renewal trigger more of them.
+ */
+export function leaseStateKey(leases: readonly V1Lease[], now: number): string {
+  const entries = leases.map(
+    (l) =>
+      [
+        l.metadata?.name ?? "",
+        expired(l, now) ? "" : (l.spec?.holderIdentity ?? ""),
+        l.metadata?.annotations?.[TARGET_ANNOTATION] ?? "",
+      ] as const,
+  );
+  return JSON.stringify(entries.sort((a, b) => a[0].localeCompare(b[0])));
+}
+
+/** The time at which the next held Lease expires (when owners may change unannounced). */
 export function nextExpiry(leases: readonly V1Lease[], now: number): number | undefined {
   const times = leases
     .filter((l) => l.spec?.holderIdentity && !expired(l, now))

@@ -27,7 +27,9 @@ import {
   ROLE_LABEL,
   TARGET_ANNOTATION,
   groupLabel,
+  leaseStateKey,
   memberLeaseName,
+  nextExpiry,
   type LeaseTiming,
 } from "./routeLeases.ts";
 
@@ -92,9 +94,14 @@ export abstract class RouteLoop<O extends RouteLoopOptions = RouteLoopOptions> {
   /** Since when the Lease watch has been up (undefined while it is down): see liveMembers. */
   protected watchedSince: number | undefined;
   private readonly informers: ResilientInformers;
+  /** The Leases' holders and targets last seen (leaseStateKey): a change triggers a renewal. */
+  private leaseKey = "";
+  /** Looks at the Leases again when the next one runs out (a crashed holder's: no event tells). */
+  private expiryTimer: NodeJS.Timeout | undefined;
   private pointed = new Set<string>();
   private timer: NodeJS.Timeout | undefined;
-  private readonly inFlight = new Set<Promise<void>>();
+  /** Each runner's run in progress, if any (stop() waits for them). */
+  private readonly inFlight = { lease: new Set<Promise<void>>(), cloud: new Set<Promise<void>>() };
 
   constructor(o: O) {
     this.o = o;
@@ -107,7 +114,7 @@ export abstract class RouteLoop<O extends RouteLoopOptions = RouteLoopOptions> {
       durationS: this.timing.durationS,
     });
     this.informers = new ResilientInformers(o.log, {
-      onChange: () => this.trigger(),
+      onChange: () => this.leasesChanged(),
       onConnection: (up) => {
         this.watchedSince = up ? (this.watchedSince ?? Date.now()) : undefined;
       },
@@ -123,8 +130,16 @@ export abstract class RouteLoop<O extends RouteLoopOptions = RouteLoopOptions> {
         }),
       labelSelector: `${GROUP_LABEL}=${this.group}`,
     });
-    this.leaseRunner = this.serialRunner(() => this.renewLeases(), "Lease renewal failed; retrying");
-    this.cloudRunner = this.serialRunner(() => this.syncCloud(), "cloud route sync failed; retrying");
+    this.leaseRunner = this.serialRunner(
+      this.inFlight.lease,
+      () => this.renewLeases(),
+      "Lease renewal failed; retrying",
+    );
+    this.cloudRunner = this.serialRunner(
+      this.inFlight.cloud,
+      () => this.syncCloud(),
+      "cloud route sync failed; retrying",
+    );
   }
 
   /** Reads what the Leases say this pod must write now; triggers the cloud sync. */
@@ -132,12 +147,16 @@ export abstract class RouteLoop<O extends RouteLoopOptions = RouteLoopOptions> {
   /** Makes the cloud hold what renewLeases decided. */
   protected abstract syncCloud(): Promise<void>;
 
-  private serialRunner(job: () => Promise<void>, failed: string): CoalescingRunner {
+  private serialRunner(
+    inFlight: Set<Promise<void>>,
+    job: () => Promise<void>,
+    failed: string,
+  ): CoalescingRunner {
     return new CoalescingRunner(
       () => {
         const run = job();
-        this.inFlight.add(run);
-        void run.catch(() => {}).finally(() => this.inFlight.delete(run));
+        inFlight.add(run);
+        void run.catch(() => {}).finally(() => inFlight.delete(run));
         return run;
       },
       { onError: (err) => this.o.log.warn({ err }, failed) },
@@ -155,7 +174,25 @@ export abstract class RouteLoop<O extends RouteLoopOptions = RouteLoopOptions> {
     if (!this.stopped) this.leaseRunner.trigger();
   }
 
-  /** Starts the Lease cache and the renewals (every renewMs, and on each change). */
+  /**
+   * A freed, taken or expired Lease is acted on at once, so a crashed pod's VIPs move right when its
+   * Leases run out; a mere renewal waits for the periodic one.
+   */
+  private leasesChanged(): void {
+    if (this.stopped) return;
+    const leases = this.leaseCache.list();
+    const now = Date.now();
+    clearTimeout(this.expiryTimer);
+    const next = nextExpiry(leases, now);
+    // Just past it: a Lease counts as expired once its end is behind.
+    if (next !== undefined) this.expiryTimer = setTimeout(() => this.leasesChanged(), next - now + 5);
+    const key = leaseStateKey(leases, now);
+    if (key === this.leaseKey) return;
+    this.leaseKey = key;
+    this.trigger();
+  }
+
+  /** Starts the Lease cache and the renewals (every renewMs, and when a holder or target changes). */
   protected async run(): Promise<void> {
     await this.informers.start();
     this.tick();
@@ -285,12 +322,16 @@ export abstract class RouteLoop<O extends RouteLoopOptions = RouteLoopOptions> {
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
+    clearTimeout(this.expiryTimer);
     this.leaseRunner.stop();
     this.cloudRunner.stop();
-    await Promise.allSettled([...this.inFlight]);
+    // A renewal in flight writes nothing to the cloud: the last word need not wait for it, but the
+    // release must (else it could take a Lease back after the release).
+    await Promise.allSettled([...this.inFlight.cloud]);
     await this.beforeRelease().catch((err: unknown) =>
       this.o.log.warn({ err }, "cloud clean-up at stop failed; the others clean up after this pod"),
     );
+    await Promise.allSettled([...this.inFlight.lease]);
     const held = this.leases.held();
     this.leases.dropAll();
     await Promise.all(

@@ -5,7 +5,7 @@
 import type { EC2Client } from "@aws-sdk/client-ec2";
 import { waitUntil } from "@portable-lb/lab";
 import { ownerOf } from "../../../lb-image/src/cloudRoutes/ownerAssignment.ts";
-import { createTestVpc, routeTargets, type TestInstance } from "./awsTestVpc.ts";
+import { createTestVpc, routeTargetsOf, type TestInstance } from "./awsTestVpc.ts";
 import { CloudRouteRig, type RigOptions } from "./cloudRouteRig.ts";
 import { MOTO_CREDENTIALS, MOTO_REGION, startMoto, type MotoServer } from "./motoServer.ts";
 import { ThrottlingProxy } from "./throttlingProxy.ts";
@@ -76,19 +76,15 @@ export class AwsRouteRig extends CloudRouteRig {
     );
   }
 
-  /** True when every table routes `vip` to the ENI of its owner among `live` pods. */
-  async routedToOwner(vip: string, live: string[]): Promise<boolean> {
-    const want = this.eniOf(ownerOf(vip, live)!);
-    return (await routeTargets(this.ec2, this.tables, vip)).every((t) => t === want);
+  /** True when every table routes each of `vips` to the ENI of its owner among `live` pods (one read). */
+  async routedToOwners(live: string[], vips: string[]): Promise<boolean> {
+    const targets = await routeTargetsOf(this.ec2, this.tables, vips);
+    return vips.every((v) => targets.get(v)!.every((t) => t === this.eniOf(ownerOf(v, live)!)));
   }
 
-  /** Waits (polling every 50 ms, at most `ms`) until every VIP points at its owner among `live`. */
-  allRoutedToOwners(live: string[], vips: string[], ms = 20_000): Promise<boolean> {
-    return waitUntil(
-      async () => (await Promise.all(vips.map((v) => this.routedToOwner(v, live)))).every(Boolean),
-      ms,
-      50,
-    );
+  /** Waits (polling every `everyMs`, at most `ms`) until every VIP points at its owner among `live`. */
+  allRoutedToOwners(live: string[], vips: string[], ms = 20_000, everyMs = 50): Promise<boolean> {
+    return waitUntil(() => this.routedToOwners(live, vips), ms, everyMs);
   }
 
   override killNow(): void {

@@ -49,17 +49,29 @@ export async function createTestVpc(ec2: EC2Client, o: { tables: number; instanc
   return { vpc, subnet, tables, instances };
 }
 
+/** Where each table's VIP/32 route points, for each of `vips` (undefined: no route), in one read. */
+export async function routeTargetsOf(
+  ec2: EC2Client,
+  tables: string[],
+  vips: readonly string[],
+): Promise<Map<string, (string | undefined)[]>> {
+  const out = await ec2.send(new DescribeRouteTablesCommand({ RouteTableIds: tables }));
+  const routesOf = (t: string) => out.RouteTables!.find((r) => r.RouteTableId === t)?.Routes ?? [];
+  return new Map(
+    vips.map((vip) => [
+      vip,
+      tables.map((t) => routesOf(t).find((r) => r.DestinationCidrBlock === `${vip}/32`)?.NetworkInterfaceId),
+    ]),
+  );
+}
+
 /** Where each table's VIP/32 route points (undefined: no route). */
 export async function routeTargets(
   ec2: EC2Client,
   tables: string[],
   vip: string,
 ): Promise<(string | undefined)[]> {
-  const out = await ec2.send(new DescribeRouteTablesCommand({ RouteTableIds: tables }));
-  return tables.map((t) => {
-    const rt = out.RouteTables!.find((r) => r.RouteTableId === t);
-    return rt?.Routes?.find((r) => r.DestinationCidrBlock === `${vip}/32`)?.NetworkInterfaceId;
-  });
+  return (await routeTargetsOf(ec2, tables, [vip])).get(vip)!;
 }
 
 export function createRoute(ec2: EC2Client, table: string, vip: string, eni: string) {
