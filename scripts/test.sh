@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The README's test command (`npm test`): sets up every tool on a fresh machine (cold ~30 min, then
-# seconds), builds, type-checks, lints, and runs every test. Extra arguments go to Jest.
+# The README's test command (`npm test`): sets up every tool on a fresh machine (the README gives the
+# cold and warm times), builds, type-checks, lints, and runs every test. Extra arguments go to Jest.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/bootstrap.sh
