@@ -29,14 +29,12 @@ export function planAwsHandover(o: {
   local?: readonly { table: string; cidr: string }[];
 }): AwsHandover {
   const others = o.members.filter((m) => m.identity !== o.self);
+  const successors = others.map((m) => m.identity);
   const targetOf = new Map(others.map((m) => [m.identity, m.target]));
   const handover: AwsHandover = { moves: [], orphaned: [], unknownTarget: [] };
   const bySuccessor = new Map<string, string[]>();
   for (const vip of o.vips) {
-    const successor = ownerOf(
-      vip,
-      others.map((m) => m.identity),
-    );
+    const successor = ownerOf(vip, successors);
     if (successor === undefined) handover.orphaned.push(vip);
     else if (!targetOf.get(successor)) handover.unknownTarget.push({ vip, successor });
     else bySuccessor.set(successor, [...(bySuccessor.get(successor) ?? []), vip]);

@@ -237,23 +237,23 @@ export function allocate(services: V1Service[], pools: VipPool[]): AllocationRes
   }
 
   return {
-    allocations: claims.map((c) => ({
-      service: c.key,
-      vips: c.held,
-      ...((c.held.join(",") !== c.recorded.join(",") || !ingressAsWritten(c.svc, c.held)) && {
-        change: changeOf(c),
-      }),
-    })),
+    allocations: claims.map((c) => {
+      const change = changeOf(c);
+      return { service: c.key, vips: c.held, ...(change && { change }) };
+    }),
     problems,
   };
 }
 
-function changeOf(c: Claim): VipChange {
+/** Why the Service's status must be written, if it must: its VIPs changed, or its form. */
+function changeOf(c: Claim): VipChange | undefined {
   if (c.held.join(",") === c.recorded.join(","))
-    return {
-      reason: "VipStatusRepaired",
-      message: `status.loadBalancer.ingress for ${list(c.held)} written back as the controller writes it (ipMode Proxy): something changed it, and with ipMode VIP kube-proxy would send the VIP's traffic past the load balancer`,
-    };
+    return ingressAsWritten(c.svc, c.held)
+      ? undefined
+      : {
+          reason: "VipStatusRepaired",
+          message: `status.loadBalancer.ingress for ${list(c.held)} written back as the controller writes it (ipMode Proxy): something changed it, and with ipMode VIP kube-proxy would send the VIP's traffic past the load balancer`,
+        };
   return c.recorded.length === 0
     ? { reason: "VipAllocated", message: `VIP ${list(c.held)} allocated: ${c.why}` }
     : {
