@@ -1,0 +1,39 @@
+// Direct server return: how an LB pod hands a flow to a backend pod, and what both ends agree on.
+//
+//   LB pod:      prerouting marks the packet with its backend (the Maglev table, or the flow table
+//                for a flow already seen); an ip rule per backend sends that mark to the backend's
+//                own routing table, whose one route encapsulates the packet unchanged (destination
+//                still the VIP) in VXLAN toward the backend pod's IP.
+//   backend pod: a VXLAN device decapsulates; the VIP is local (on `lo`), so the pod's socket
+//                answers from the VIP, straight to the client through its node, never via the LB.
+//
+// Lightweight-tunnel encapsulation over a metadata ("external") VXLAN device needs no per-backend
+// device, and this kernel has neither ipip nor GUE (MACHINE-FACTS); where IPVS exists its tunnel
+// mode does the LB half instead.
+
+/** The VXLAN device on both ends (LB pod and backend pod). */
+export const DSR_DEVICE = "plb-dsr";
+/** UDP port of the tunnel, in the pods' own network namespaces (IANA's VXLAN port). */
+export const DSR_UDP_PORT = 4789;
+/** Any VNI works on a metadata device; a fixed one keeps captures readable ("plb"). */
+export const DSR_VNI = 0x706c62;
+/** VXLAN over IPv4 adds 50 bytes (outer IP 20, UDP 8, VXLAN 8, inner Ethernet 14). */
+export const DSR_OVERHEAD = 50;
+
+// The inner frame needs a destination MAC the backend's device accepts as its own, and VXLAN drops
+// a frame whose source MAC is the receiver's own (loop guard): so the two ends have two fixed MACs,
+// and the LB reaches the backend through one permanent neighbour, a link-local next hop.
+/** The backend pod's decapsulating device. */
+export const DSR_BACKEND_MAC = "02:70:6c:62:00:01";
+/** The LB pod's encapsulating device. */
+export const DSR_LB_MAC = "02:70:6c:62:00:00";
+/** The next hop of every encapsulating route on the LB, resolved by a permanent neighbour entry. */
+export const DSR_NEXT_HOP = "169.254.255.1";
+
+/**
+ * A backend's fwmark, and its routing table's number on the LB: the pod's IPv4 address as a 32-bit
+ * number, unique per backend without any allocation state to keep or adopt.
+ */
+export function backendMark(ip: string): number {
+  return ip.split(".").reduce((n, octet) => n * 256 + Number(octet), 0);
+}
