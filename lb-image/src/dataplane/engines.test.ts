@@ -1,19 +1,21 @@
 import fc from "fast-check";
 import { toIpvs } from "./ipvs/ipvsState.ts";
 import { serviceKey } from "./model.ts";
-import { toNft } from "./nft/nftState.ts";
+import { markLabel, toNft } from "./nft/nftState.ts";
 import { arbitraryState } from "./testing/arbitraries.ts";
 
 describe("IPVS and nftables engines", () => {
   it("describe the same mapping: per VIP:port, the same backends take new flows", () => {
     fc.assert(
       fc.property(arbitraryState, (desired) => {
+        const dsr = new Set(desired.filter((s) => s.forwarding === "dsr").map(serviceKey));
         const ipvs = new Map(
           toIpvs(desired).map((s) => [
             serviceKey(s),
             s.servers
               .filter((r) => r.weight > 0)
-              .map((r) => `${r.ip} . ${r.port}`)
+              // A DSR backend is its pod, named by its mark (its port is the service's).
+              .map((r) => (dsr.has(serviceKey(s)) ? markLabel(r.ip) : `${r.ip} . ${r.port}`))
               .sort(),
           ]),
         );

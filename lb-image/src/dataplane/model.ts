@@ -4,6 +4,12 @@
 export const SCHEDULERS = ["mh", "rr", "wrr", "lc"] as const;
 export type Scheduler = (typeof SCHEDULERS)[number];
 export type Protocol = "tcp" | "udp";
+/**
+ * How a flow reaches its backend: "snat" rewrites the destination to the backend and the source to
+ * the LB pod (replies come back through the LB); "dsr" hands the packet unchanged to the backend pod
+ * through a tunnel, and the backend replies to the client directly (dsr/dsrTunnel.ts).
+ */
+export type Forwarding = "snat" | "dsr";
 
 export interface Backend {
   ip: string;
@@ -18,6 +24,8 @@ export interface VirtualService {
   protocol: Protocol;
   scheduler: Scheduler;
   backends: Backend[];
+  /** Absent: "snat". */
+  forwarding?: Forwarding;
 }
 
 /** Identity of a virtual service: one per protocol, VIP and port. */

@@ -13,12 +13,13 @@ import { DiffEngine, type KernelRead } from "../engine.ts";
 import { CommandError, run, runLines } from "../exec.ts";
 import { parseServiceKey, serviceKey, type VipCounter, type VirtualService } from "../model.ts";
 import { NFT_MONITOR_MAX_SLOTS, NftMonitor } from "./nftMonitor.ts";
-import { NftTableParser, parseChainList, parseNftText } from "./nftParse.ts";
+import { NftTableParser, parseChainList, parseNftText, type DispatchEntry } from "./nftParse.ts";
 import {
   BASE_CHAINS,
   baseChainListed,
   batches,
   dispatchKey,
+  dispatchMap,
   rebuild as rebuildTable,
   serviceChanges,
 } from "./nftRuleset.ts";
@@ -42,8 +43,8 @@ export class NftEngine extends DiffEngine<NftService> {
   /** The command, possibly behind a prefix such as `ip netns exec NS` (tests). */
   private readonly nft: [string, ...string[]];
   private readonly rendered: NftRenderCache = new Map();
-  /** Chain → handle of its one rule, as the last full read found it; dropped when we change the chain. */
-  private handles = new Map<string, number>();
+  /** Chain → handles of its rules, as the last full read found them; dropped when we change the chain. */
+  private handles = new Map<string, number[]>();
   /** Process ids of our latest nft writes, which the monitor must not take for someone else's. */
   private readonly ownPids: number[] = [];
   private monitor: NftMonitor | undefined;
@@ -106,8 +107,9 @@ export class NftEngine extends DiffEngine<NftService> {
     return { scripts: batches(changes), count: changes.reduce((n, c) => n + c.statements, 0) };
   }
   protected rebuild(desired: NftService[]) {
-    // The frame (table, map, three chains with their rules) and three statements per service.
-    return { scripts: rebuildTable(desired), count: 2 + 2 + 2 * BASE_CHAINS.length + 3 * desired.length };
+    // The frame (table, maps, base chains with their rules) and three statements per service.
+    const frame = 2 + 1 + 4 + BASE_CHAINS.reduce((n, c) => n + 1 + c.rules.length, 0);
+    return { scripts: rebuildTable(desired), count: frame + 3 * desired.length };
   }
   protected async write(script: string): Promise<void> {
     await run([...this.nft, "-f", "-"], script, undefined, (pid) => {
@@ -143,7 +145,7 @@ export class NftEngine extends DiffEngine<NftService> {
       ...applied
         .filter((s) => changed.has(serviceKey(s)))
         .flatMap((s) => [
-          `delete element ${T} services { ${dispatchKey(s)} }`,
+          `delete element ${T} ${dispatchMap(s)} { ${dispatchKey(s)} }`,
           `delete chain ${T} svc_${objectId(s)}`,
         ]),
     ];
@@ -160,26 +162,36 @@ export class NftEngine extends DiffEngine<NftService> {
   /** Everything a cheap read shows: every map element and where it goes, the chains, every rule of ours by handle. */
   private async checkAll(applied: NftService[]): Promise<Drift[]> {
     let listing: string;
+    let dsrListing: string;
     try {
-      // Both listings in one nft run: on a small table, starting nft is most of the cost. (Not
-      // with the rule check below: listing map elements and deleting rules in one run makes nft
-      // load every rule and backend table, 2.7 s instead of 0.1 s at 1,000 services.)
+      // The services map and the chains in one nft run: on a small table, starting nft is most of
+      // the cost. (Not with the rule check below: listing map elements and deleting rules in one
+      // run makes nft load every rule and backend table, 2.7 s instead of 0.1 s at 1,000 services.)
+      // The DSR map in a run of its own: nft 1.0.6 fails a second `list map` in one run.
       listing = await run([...this.nft, "-n", "-s", "-f", "-"], `list map ${T} services\nlist chains ip\n`);
+      dsrListing = await run([...this.nft, "-n", "-s", "list", "map", "ip", NFT_TABLE, "dsr_services"]);
     } catch (err) {
       if (missingTable(err)) return [driftOf("missing", `nft: table ${T} is missing`)];
       throw err;
     }
     // The map's listing ends with the first line that closes a table.
     const cut = listing.indexOf("\n}\n") + "\n}\n".length;
-    const { entries, drift } = parseNftText(listing.slice(0, cut)).dispatch();
-    // Every applied service has its element going to its chain, and nothing else is in the map.
-    const want = new Map(applied.map((s) => [serviceKey(s), `svc_${objectId(s)}`]));
-    const have = new Map(entries.map((e) => [serviceKey(e.service), e.chain]));
+    const drift: Drift[] = [];
+    const entries: DispatchEntry[] = [];
+    for (const map of [listing.slice(0, cut), dsrListing]) {
+      const parsed = parseNftText(map).dispatch();
+      entries.push(...parsed.entries);
+      drift.push(...parsed.drift);
+    }
+    // Every applied service has its element going to its chain in its map, and nothing else is there.
+    const where = (s: Pick<NftService, "forwarding">, chain: string) => `${dispatchMap(s)} ${chain}`;
+    const want = new Map(applied.map((s) => [serviceKey(s), where(s, `svc_${objectId(s)}`)]));
+    const have = new Map(entries.map((e) => [serviceKey(e.service), where(e.service, e.chain)]));
     for (const [key, chain] of want)
       if (have.get(key) !== chain)
-        drift.push(driftOf("service", `nft: services element of ${key} is missing`, key));
+        drift.push(driftOf("service", `nft: dispatch element of ${key} is missing`, key));
     for (const key of have.keys())
-      if (!want.has(key)) drift.push(driftOf("foreign", `nft: services element ${key} was not applied`));
+      if (!want.has(key)) drift.push(driftOf("foreign", `nft: dispatch element ${key} was not applied`));
     drift.push(...this.chainDrift(applied, listing.slice(cut)));
     if (drift.length > 0) return drift;
     const rules = this.ruleChecks(true);
@@ -201,7 +213,7 @@ export class NftEngine extends DiffEngine<NftService> {
   private ruleChecks(all: boolean): string[] {
     return [...this.handles]
       .filter(([chain]) => all || BASE_CHAINS.some((c) => c.name === chain))
-      .map(([chain, handle]) => `delete rule ${T} ${chain} handle ${handle}`);
+      .flatMap(([chain, handles]) => handles.map((h) => `delete rule ${T} ${chain} handle ${h}`));
   }
 
   /** What a failed check-only transaction tells (nft names the statement it failed on). */
@@ -232,8 +244,12 @@ export class NftEngine extends DiffEngine<NftService> {
   }
 
   async counters(): Promise<VipCounter[]> {
-    return parseNftText(
-      await run([...this.nft, "-n", "list", "map", "ip", NFT_TABLE, "services"]),
-    ).counters();
+    // One map per nft run: nft 1.0.6 fails a second `list map` in one run.
+    const maps = await Promise.all(
+      ["services", "dsr_services"].map((map) =>
+        run([...this.nft, "-n", "list", "map", "ip", NFT_TABLE, map]),
+      ),
+    );
+    return maps.flatMap((map) => parseNftText(map).counters());
   }
 }

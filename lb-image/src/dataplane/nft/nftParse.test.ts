@@ -11,6 +11,28 @@ const TABLE = `table ip portable_lb { # handle 2
 			     10.0.0.1 . 6 . 80 counter packets 12 bytes 720 : goto svc_tcp_0a000001_80 }
 	}
 
+	map dsr_services { # handle 20
+		type ipv4_addr . inet_proto . inet_service : verdict
+		counter
+		elements = { 10.0.0.3 . 6 . 443 counter packets 4 bytes 240 : goto svc_tcp_0a000003_443 }
+	}
+
+	map flows_tcp { # handle 21
+		type ipv4_addr . inet_service . ipv4_addr . inet_service : mark
+		size 262144
+		flags dynamic,timeout
+		timeout 300s
+		elements = { 10.0.0.9 . 40000 . 10.0.0.3 . 443 expires 4m59s : 0x0a010001,
+			     10.0.0.9 . 40002 . 10.0.0.3 . 443 expires 4m58s : 0x0a010002 }
+	}
+
+	map flows_udp { # handle 22
+		type ipv4_addr . inet_service . ipv4_addr . inet_service : mark
+		size 262144
+		flags dynamic,timeout
+		timeout 300s
+	}
+
 	chain prerouting { # handle 2
 		type nat hook prerouting priority -100; policy accept;
 		ip daddr . meta l4proto . th dport vmap @services # handle 3
@@ -24,6 +46,17 @@ const TABLE = `table ip portable_lb { # handle 2
 	chain postrouting { # handle 6
 		type nat hook postrouting priority 100; policy accept;
 		ct status 0x20 masquerade # handle 7
+	}
+
+	chain dsr { # handle 23
+		type filter hook prerouting priority -300; policy accept;
+		meta l4proto 6 notrack meta mark set ip saddr . tcp sport . ip daddr . tcp dport map @flows_tcp update @flows_tcp { ip saddr . tcp sport . ip daddr . tcp dport : meta mark } accept # handle 24
+		meta l4proto 17 notrack meta mark set ip saddr . udp sport . ip daddr . udp dport map @flows_udp update @flows_udp { ip saddr . udp sport . ip daddr . udp dport : meta mark } accept # handle 25
+		ip daddr . meta l4proto . th dport vmap @dsr_services # handle 26
+	}
+
+	chain svc_tcp_0a000003_443 { # handle 27
+		meta l4proto 6 notrack meta mark set jhash ip saddr . tcp sport mod 3 seed 0x706c62 map { 0 : 0x0a010001, 1 : 0x0a010002, 2 : 0x0a010001 } update @flows_tcp { ip saddr . tcp sport . ip daddr . tcp dport : meta mark } # handle 28
 	}
 
 	chain svc_tcp_0a000001_80 { # handle 8
@@ -44,6 +77,13 @@ const without = (text: string, head: string) => {
   return text.slice(0, start) + text.slice(end).replace(/^\n/, "");
 };
 const kinds = (text: string) => read(text).drift.map((d) => [d.kind, d.rebuild]);
+/** The table without its DSR service (element and chain). */
+const snatOnly = without(
+  TABLE.replace(/\t\telements = \{ 10\.0\.0\.3[^}]*\}\n/, ""),
+  "chain svc_tcp_0a000003_443",
+);
+const DSR_RULE =
+  "meta l4proto 6 notrack meta mark set jhash ip saddr . tcp sport mod 3 seed 0x706c62 map { 0 : 0x0a010001, 1 : 0x0a010002, 2 : 0x0a010001 } update @flows_tcp { ip saddr . tcp sport . ip daddr . tcp dport : meta mark }";
 
 describe("nft strict reader", () => {
   it("reads services with their slots in index order, the rule handles and the counters, with no drift", () => {
@@ -54,33 +94,52 @@ describe("nft strict reader", () => {
           vip: "10.0.0.1",
           protocol: "tcp",
           port: 80,
+          forwarding: "snat",
           backends: ["10.1.0.1 . 8080", "10.1.0.2 . 8080"],
           slots: Uint16Array.from([0, 1, 0]),
         },
-        { vip: "10.0.0.2", protocol: "udp", port: 53, backends: [], slots: new Uint16Array() },
+        {
+          vip: "10.0.0.3",
+          protocol: "tcp",
+          port: 443,
+          forwarding: "dsr",
+          backends: ["0x0a010001", "0x0a010002"],
+          slots: Uint16Array.from([0, 1, 0]),
+        },
+        {
+          vip: "10.0.0.2",
+          protocol: "udp",
+          port: 53,
+          forwarding: "snat",
+          backends: [],
+          slots: new Uint16Array(),
+        },
       ],
       drift: [],
       ruleHandles: new Map([
-        ["prerouting", 3],
-        ["output", 5],
-        ["postrouting", 7],
-        ["svc_tcp_0a000001_80", 10],
-        ["svc_udp_0a000002_53", 12],
+        ["prerouting", [3]],
+        ["output", [5]],
+        ["postrouting", [7]],
+        ["dsr", [24, 25, 26]],
+        ["svc_tcp_0a000001_80", [10]],
+        ["svc_tcp_0a000003_443", [28]],
+        ["svc_udp_0a000002_53", [12]],
       ]),
     });
     expect(parsed.counters()).toEqual([
       { vip: "10.0.0.2", protocol: "udp", port: 53, connections: 0 },
       { vip: "10.0.0.1", protocol: "tcp", port: 80, connections: 12 },
+      { vip: "10.0.0.3", protocol: "tcp", port: 443, connections: 4 },
     ]);
   });
 
   it("reads an empty table and a one-line element list", () => {
     const empty = without(
-      without(TABLE.replace(/\t\telements = \{[^}]*\}\n/, ""), "chain svc_tcp"),
+      without(snatOnly.replace(/\t\telements = \{[^}]*\}\n/g, ""), "chain svc_tcp"),
       "chain svc_udp",
     );
     expect(read(empty)).toEqual({ services: [], drift: [], ruleHandles: expect.any(Map) });
-    const one = TABLE.replace(
+    const one = snatOnly.replace(
       /elements = \{[^}]*\}/,
       "elements = { 10.0.0.2 . udp . 53 : goto svc_udp_0a000002_53 }",
     );
@@ -94,11 +153,13 @@ describe("nft strict reader", () => {
   it.each([
     [
       "a flushed table (no rules at all)",
-      TABLE.replace(/\n\t\t[^\n]*# handle (3|5|7|10|12)/g, ""),
+      TABLE.replace(/\n\t\t[^\n]*# handle (3|5|7|10|12|24|25|26|28)/g, ""),
       [
         ["base", true],
         ["base", true],
         ["base", true],
+        ["base", true],
+        ["service", false],
         ["service", false],
         ["service", false],
       ],
@@ -180,9 +241,29 @@ describe("nft strict reader", () => {
       [
         ["unparseable", true],
         ["unparseable", true],
-        ["base", true],
-        ["base", true],
-        ["base", true],
+        ...Array.from({ length: 8 }, () => ["base", true]), // 4 maps, 4 base chains
+      ],
+    ],
+    [
+      "a DSR service whose chain rewrites the destination",
+      TABLE.replace(
+        DSR_RULE,
+        "dnat ip to jhash ip saddr . tcp sport mod 1 seed 0x706c62 map { 0 : 10.1.0.1 . 443 }",
+      ),
+      [["service", false]],
+    ],
+    [
+      "a DSR rule that no longer remembers flows",
+      TABLE.replace(DSR_RULE, DSR_RULE.replace(/ update .*/, "")),
+      [["service", false]],
+    ],
+    ["a changed flow table", TABLE.replace("timeout 300s", "timeout 60s"), [["base", true]]],
+    [
+      "the DSR rules out of order",
+      TABLE.replace(/(\t\tmeta l4proto 6 notrack[^\n]*\n)(\t\tmeta l4proto 17 notrack[^\n]*\n)/, "$2$1"),
+      [
+        ["foreign", true],
+        ["foreign", true],
         ["base", true],
       ],
     ],

@@ -4,26 +4,36 @@
 // document is a ~150 MB string and ~1 GB of parsed objects in the controller; fed line by line, the
 // parser holds one service's line at a time and shares one string per backend across its slots.
 //
-// Strict: it recognises exactly the table the engine makes (the dispatch map, the three base chains
-// with their hook, priority, policy and one rule, and svc_ chains with one rule each) and reports
-// anything else as drift, never by throwing: a table it cannot make sense of is replaced.
+// Strict: it recognises exactly the table the engine makes (the two dispatch maps, the two flow
+// tables, the base chains with their hook, priority, policy and rules, and svc_ chains with one rule
+// each) and reports anything else as drift, never by throwing: a table it cannot make sense of is
+// replaced. The flow tables' elements (flows the data plane remembers, not state we apply) are skipped.
 import { driftOf, type Drift } from "../drift.ts";
-import { serviceKey, type VipCounter } from "../model.ts";
-import { BASE_CHAINS, FLOW_HASH_SEED, SERVICES_MAP_LISTED, baseChainListed } from "./nftRuleset.ts";
+import { serviceKey, type Forwarding, type VipCounter } from "../model.ts";
+import {
+  BASE_CHAINS,
+  FLOW_HASH_SEED,
+  FLOW_MAP_LISTED,
+  SERVICES_MAP_LISTED,
+  baseChainListed,
+  dsrRuleListedHead,
+  dsrRuleListedTail,
+  type BaseChain,
+} from "./nftRuleset.ts";
 import { NFT_TABLE, lookupTable, objectId, sortNft, type NftService } from "./nftState.ts";
 
 export interface DispatchEntry {
-  service: Pick<NftService, "protocol" | "vip" | "port">;
+  service: Pick<NftService, "protocol" | "vip" | "port" | "forwarding">;
   chain: string;
   connections: number;
 }
 
-/** What a full read found: the services as they stand, drift, and the handle of each chain's one rule. */
+/** What a full read found: the services as they stand, drift, and the handles of our rules. */
 export interface NftRead {
   services: NftService[];
   drift: Drift[];
-  /** Chain name → the handle of its one rule of ours (with `-a`), for the cheap check. */
-  ruleHandles: Map<string, number>;
+  /** Chain name → the handles of its rules of ours (with `-a`), for the cheap check. */
+  ruleHandles: Map<string, number[]>;
 }
 
 // `-n` prints protocols as numbers; names are accepted too.
@@ -31,8 +41,18 @@ const PROTOCOLS: Record<string, "tcp" | "udp"> = { "6": "tcp", "17": "udp", tcp:
 // One dispatch-map element: `10.0.0.1 . 6 . 80 [counter [packets P bytes B]] : goto svc_…`.
 const ELEMENT =
   /^(\d{1,3}(?:\.\d{1,3}){3}) \. (\w+) \. (\d+)(?: counter(?: packets (\d+) bytes \d+)?)? : goto (\S+)$/;
-// One lookup-table slot of a service rule: `7 : 10.244.1.5 . 8080`.
-const SLOT = /^(\d+) : (\d{1,3}(?:\.\d{1,3}){3} \. \d+)$/;
+// One lookup-table slot of a service rule: `7 : 10.244.1.5 . 8080` (snat), `7 : 0x0af40105` (dsr).
+const SLOT: Record<Forwarding, RegExp> = {
+  snat: /^(\d+) : (\d{1,3}(?:\.\d{1,3}){3} \. \d+)$/,
+  dsr: /^(\d+) : (0x[0-9a-f]{8})$/,
+};
+/** The maps of the table: the two dispatch maps and the two flow tables, with their declarations. */
+const MAPS: Record<string, { listed: readonly string[]; forwarding?: Forwarding }> = {
+  services: { listed: SERVICES_MAP_LISTED, forwarding: "snat" },
+  dsr_services: { listed: SERVICES_MAP_LISTED, forwarding: "dsr" },
+  flows_tcp: { listed: FLOW_MAP_LISTED },
+  flows_udp: { listed: FLOW_MAP_LISTED },
+};
 // An object's first line inside the table: `chain svc_tcp_0a000001_80 { # handle 8`.
 const OBJECT = /^(.+) (\S+) \{(?: # handle \d+)?$/;
 const HANDLE = / # handle (\d+)$/;
@@ -41,29 +61,36 @@ const TABLE_LINE = new RegExp(`^table ip ${NFT_TABLE} \\{(?: # handle \\d+)?$`);
 type Section =
   | { kind: "outside" }
   | { kind: "table" }
-  | { kind: "map"; lines: number }
-  | { kind: "elements" }
-  | { kind: "base"; chain: (typeof BASE_CHAINS)[number]; header: boolean; rules: number }
-  | { kind: "service"; chain: string; rules: { handle: number; labels: string[] | string }[] }
+  | { kind: "map"; name: string; lines: number }
+  | { kind: "elements"; map: string }
+  | { kind: "base"; chain: BaseChain; header: boolean; rules: number }
+  | {
+      kind: "service";
+      chain: string;
+      rules: { handle: number; labels: string[] | string; forwarding: Forwarding | undefined }[];
+    }
   | { kind: "skip" }
   | { kind: "done" };
 
 /** Feeds on nft's text output one line at a time (no line breaks inside a line). */
 export class NftTableParser {
   readonly #entries: DispatchEntry[] = [];
-  readonly #chains = new Map<string, { labels: string[] | string; handle: number }>();
+  readonly #chains = new Map<
+    string,
+    { labels: string[] | string; handle: number; forwarding: Forwarding | undefined }
+  >();
   readonly #baseSeen = new Set<string>();
   readonly #drift: Drift[] = [];
   /** One string per backend for all its slots in all services. */
   readonly #labels = new Map<string, string>();
   #section: Section = { kind: "outside" };
-  #mapSeen = false;
-  readonly ruleHandles = new Map<string, number>();
+  readonly #mapsSeen = new Set<string>();
+  readonly ruleHandles = new Map<string, number[]>();
 
   line(text: string): void {
     const line = text.trim();
     const s = this.#section;
-    if (s.kind === "elements") return this.#elements(line);
+    if (s.kind === "elements") return this.#elements(s.map, line);
     if (line === "" || s.kind === "done") {
       if (line !== "") this.#drift.push(driftOf("unparseable", `nft: text after the table: ${line}`));
       return;
@@ -91,7 +118,8 @@ export class NftTableParser {
   result(): NftRead {
     const drift = [...this.#drift];
     if (this.#section.kind !== "done") drift.push(driftOf("unparseable", "nft: the listing ended early"));
-    if (!this.#mapSeen) drift.push(driftOf("base", "nft: the services map is missing"));
+    for (const name of Object.keys(MAPS))
+      if (!this.#mapsSeen.has(name)) drift.push(driftOf("base", `nft: the ${name} map is missing`));
     for (const c of BASE_CHAINS)
       if (!this.#baseSeen.has(c.name)) drift.push(driftOf("base", `nft: base chain ${c.name} is missing`));
     const services: NftService[] = [];
@@ -109,12 +137,19 @@ export class NftTableParser {
         );
         continue;
       }
-      if (typeof found.labels === "string") {
-        drift.push(driftOf("service", `nft: chain ${chain} ${found.labels}`, serviceKey(service)));
-        services.push({ ...service, backends: [], slots: new Uint16Array(), broken: found.labels });
+      // A dropping chain (no backend) reads the same under either map.
+      const broken =
+        typeof found.labels === "string"
+          ? found.labels
+          : found.forwarding !== undefined && found.forwarding !== service.forwarding
+            ? `forwards by ${found.forwarding} but is in the ${service.forwarding} dispatch map`
+            : undefined;
+      if (broken !== undefined) {
+        drift.push(driftOf("service", `nft: chain ${chain} ${broken}`, serviceKey(service)));
+        services.push({ ...service, backends: [], slots: new Uint16Array(), broken });
       } else {
         services.push({ ...service, ...lookupTable(found.labels) });
-        this.ruleHandles.set(chain, found.handle);
+        this.ruleHandles.set(chain, [found.handle]);
       }
     }
     for (const chain of this.#chains.keys())
@@ -123,15 +158,21 @@ export class NftTableParser {
     return { services: sortNft(services), drift, ruleHandles: this.ruleHandles };
   }
 
-  /** The dispatch map's elements and what the listing so far showed wrong (a listing of the map alone). */
+  /**
+   * The dispatch map elements and what the listing so far showed wrong (a listing of one dispatch
+   * map; nft fails on a missing one).
+   */
   dispatch(): { entries: DispatchEntry[]; drift: Drift[] } {
-    const drift = [...this.#drift];
-    if (!this.#mapSeen) drift.push(driftOf("base", "nft: the services map is missing"));
-    return { entries: this.#entries, drift };
+    return { entries: this.#entries, drift: [...this.#drift] };
   }
 
   counters(): VipCounter[] {
-    return this.#entries.map((e) => ({ ...e.service, connections: e.connections }));
+    return this.#entries.map(({ service: { vip, port, protocol }, connections }) => ({
+      vip,
+      port,
+      protocol,
+      connections,
+    }));
   }
 
   #object(line: string): void {
@@ -142,9 +183,9 @@ export class NftTableParser {
     const m = OBJECT.exec(line);
     const [what, name] = m ? [m[1]!, m[2]!] : ["", ""];
     const base = BASE_CHAINS.find((c) => c.name === name);
-    if (what === "map" && name === "services" && !this.#mapSeen) {
-      this.#mapSeen = true;
-      this.#section = { kind: "map", lines: 0 };
+    if (what === "map" && MAPS[name] && !this.#mapsSeen.has(name)) {
+      this.#mapsSeen.add(name);
+      this.#section = { kind: "map", name, lines: 0 };
     } else if (what === "chain" && base && !this.#baseSeen.has(name)) {
       this.#baseSeen.add(name);
       this.#section = { kind: "base", chain: base, header: false, rules: 0 };
@@ -159,17 +200,18 @@ export class NftTableParser {
   }
 
   #mapLine(s: Extract<Section, { kind: "map" }>, line: string): void {
+    const { listed } = MAPS[s.name]!;
     if (line === "}") {
-      if (s.lines >= 0 && s.lines !== SERVICES_MAP_LISTED.length)
-        this.#drift.push(driftOf("base", "nft: the services map's declaration changed"));
+      if (s.lines >= 0 && s.lines !== listed.length)
+        this.#drift.push(driftOf("base", `nft: the ${s.name} map's declaration changed`));
       this.#section = { kind: "table" };
     } else if (line.startsWith("elements = {")) {
-      this.#section = { kind: "elements" };
-      this.#elements(line.slice("elements = {".length).trim());
-    } else if (line === SERVICES_MAP_LISTED[s.lines]) {
+      this.#section = { kind: "elements", map: s.name };
+      this.#elements(s.name, line.slice("elements = {".length).trim());
+    } else if (line === listed[s.lines]) {
       s.lines++;
     } else if (s.lines >= 0) {
-      this.#drift.push(driftOf("base", `nft: the services map has "${line}"`));
+      this.#drift.push(driftOf("base", `nft: the ${s.name} map has "${line}"`));
       s.lines = -1; // reported once
     }
   }
@@ -178,8 +220,13 @@ export class NftTableParser {
     const { chain } = s;
     if (line === "}") {
       if (!s.header) this.#drift.push(driftOf("base", `nft: base chain ${chain.name} lost its hook`));
-      if (s.rules !== 1)
-        this.#drift.push(driftOf("base", `nft: base chain ${chain.name} holds its rule ${s.rules} times`));
+      if (s.rules !== chain.rules.length)
+        this.#drift.push(
+          driftOf(
+            "base",
+            `nft: base chain ${chain.name} holds ${s.rules} of its ${chain.rules.length} rules`,
+          ),
+        );
       this.#section = { kind: "table" };
       return;
     }
@@ -190,16 +237,18 @@ export class NftTableParser {
       return;
     }
     const { rule, handle } = splitHandle(line);
-    if (rule === chain.listed) {
+    // In order: a rule out of place changes what the chain does.
+    if (rule === chain.rules[s.rules]?.listed) {
       s.rules++;
-      if (handle !== undefined) this.ruleHandles.set(chain.name, handle);
+      if (handle !== undefined)
+        this.ruleHandles.set(chain.name, [...(this.ruleHandles.get(chain.name) ?? []), handle]);
     } else this.#drift.push(driftOf("foreign", `nft: foreign rule in ${chain.name}: ${rule}`));
   }
 
   #serviceLine(s: Extract<Section, { kind: "service" }>, line: string): void {
     if (line !== "}") {
       const { rule, handle } = splitHandle(line);
-      s.rules.push({ handle: handle ?? 0, labels: this.#rule(s.chain, rule) });
+      s.rules.push({ handle: handle ?? 0, ...this.#rule(s.chain, rule) });
       return;
     }
     const [first] = s.rules;
@@ -209,25 +258,27 @@ export class NftTableParser {
         : s.rules.length > 1
           ? `holds ${s.rules.length} rules`
           : first!.labels;
-    this.#chains.set(s.chain, { labels, handle: first?.handle ?? 0 });
+    this.#chains.set(s.chain, { labels, handle: first?.handle ?? 0, forwarding: first?.forwarding });
     this.#section = { kind: "table" };
   }
 
   /** Part of `elements = { a, b,\n c }`: entries separated by ", ", the last closing with " }". */
-  #elements(text: string): void {
+  #elements(map: string, text: string): void {
     const last = text.endsWith("}");
-    if (last) this.#section = { kind: "map", lines: SERVICES_MAP_LISTED.length };
+    const { listed, forwarding } = MAPS[map]!;
+    if (last) this.#section = { kind: "map", name: map, lines: listed.length };
+    if (!forwarding) return; // a flow table's remembered flows
     for (const part of (last ? text.slice(0, -1) : text).split(",")) {
       const element = part.trim();
       if (element === "") continue;
       const m = ELEMENT.exec(element);
       const protocol = m ? PROTOCOLS[m[2]!] : undefined;
       if (!m || !protocol) {
-        this.#drift.push(driftOf("foreign", `nft: foreign services element "${element}"`));
+        this.#drift.push(driftOf("foreign", `nft: foreign ${map} element "${element}"`));
         continue;
       }
       this.#entries.push({
-        service: { vip: m[1]!, protocol, port: Number(m[3]) },
+        service: { vip: m[1]!, protocol, port: Number(m[3]), forwarding },
         chain: m[5]!,
         connections: Number(m[4] ?? 0),
       });
@@ -235,29 +286,35 @@ export class NftTableParser {
   }
 
   /**
-   * A service chain's one rule, as the backend label of each slot: `drop`, or a dnat through
-   * `map { 0 : ip . port, … }`; a string says why it is not ours.
+   * A service chain's one rule, as the backend label of each slot: `drop` (no backend, either
+   * forwarding), a dnat through `map { 0 : ip . port, … }` (snat), or a mark through
+   * `map { 0 : 0x0af40105, … }` with the flow-table update (dsr); a string says why it is not ours.
    */
-  #rule(chain: string, line: string): string[] | string {
-    if (line === "drop") return [];
-    // `meta l4proto tcp` folds into the hash's `tcp sport` when nft prints the rule back.
-    const head = `dnat ip to jhash ip saddr . ${chain.split("_")[1]} sport mod `;
+  #rule(chain: string, line: string): { labels: string[] | string; forwarding: Forwarding | undefined } {
+    if (line === "drop") return { labels: [], forwarding: undefined };
+    const protocol = chain.split("_")[1] === "udp" ? "udp" : "tcp";
+    // `meta l4proto tcp` folds into the hash's `tcp sport` when nft prints a dnat rule back.
+    const snatHead = `dnat ip to jhash ip saddr . ${protocol} sport mod `;
+    const [forwarding, head, tail] = line.startsWith(snatHead)
+      ? (["snat", snatHead, " }"] as const)
+      : (["dsr", dsrRuleListedHead(protocol), dsrRuleListedTail(protocol)] as const);
     const mod = /^(\d+) seed (\S+) map \{ /.exec(line.slice(head.length));
-    if (!line.startsWith(head) || !mod || mod[2] !== FLOW_HASH_SEED || !line.endsWith(" }"))
-      return `does not hold a portable-lb backend map: ${line}`;
+    if (!line.startsWith(head) || !mod || mod[2] !== FLOW_HASH_SEED || !line.endsWith(tail))
+      return { labels: `does not hold a portable-lb backend map: ${line}`, forwarding };
     const slots: string[] = [];
     let count = 0;
-    for (const part of line.slice(head.length + mod[0].length, -" }".length).split(", ")) {
-      const m = SLOT.exec(part);
-      if (!m) return `has an unexpected slot "${part}"`;
+    for (const part of line.slice(head.length + mod[0].length, -tail.length).split(", ")) {
+      const m = SLOT[forwarding].exec(part);
+      if (!m) return { labels: `has an unexpected slot "${part}"`, forwarding };
       const label = m[2]!;
       let shared = this.#labels.get(label);
       if (shared === undefined) this.#labels.set(label, (shared = label));
       slots[Number(m[1])] = shared;
       count++;
     }
-    if (count !== slots.length || count !== Number(mod[1])) return "has a lookup table with gaps";
-    return slots;
+    if (count !== slots.length || count !== Number(mod[1]))
+      return { labels: "has a lookup table with gaps", forwarding };
+    return { labels: slots, forwarding };
   }
 }
 

@@ -9,44 +9,113 @@ const lines = (statements: string[]) => statements.map((l) => `${l}\n`).join("")
 export const FLOW_HASH_SEED = "0x706c62";
 
 const DISPATCH = "ip daddr . meta l4proto . th dport vmap @services";
+const DSR_DISPATCH = "ip daddr . meta l4proto . th dport vmap @dsr_services";
+const PROTOCOL_NUMBERS = { tcp: 6, udp: 17 } as const;
 
 /**
- * The table's frame: its base chains (NAT hooks, policy accept) and the one rule each holds, as
- * written and as `nft -n list` prints it back (the strict reader expects exactly this).
+ * How long an LB pod remembers which backend a flow went to when it stops seeing packets of it
+ * (every packet refreshes it). Long enough for idle keep-alive connections; a flow idle longer
+ * follows the Maglev table again, which only differs if its backends changed meanwhile.
+ */
+export const FLOW_TIMEOUT_S = 300;
+/** Flows remembered per protocol (~100 bytes each); when full, new flows go by the Maglev table alone. */
+export const FLOW_TABLE_SIZE = 262_144;
+
+// The flow key: nft 1.0.6 cannot update a map keyed by five fields with a data expression (it
+// aborts), so there is one flow table per protocol, keyed by the 4-tuple.
+const flowKey = (p: string) => `ip saddr . ${p} sport . ip daddr . ${p} dport`;
+const flowUpdate = (p: keyof typeof PROTOCOL_NUMBERS, key: string) =>
+  `update @flows_${p} { ${key} : meta mark }`;
+/** A flow this LB pod has seen goes to the backend it went to, whatever the table says now. */
+const flowHit = (p: keyof typeof PROTOCOL_NUMBERS, proto: string | number, key: string) =>
+  `meta l4proto ${proto} notrack meta mark set ${key} map @flows_${p} ${flowUpdate(p, key)} accept`;
+
+/**
+ * The table's frame: its base chains and their rules, as written and as `nft -n list` prints them
+ * back (the strict reader expects exactly this).
  */
 export const BASE_CHAINS = [
-  { name: "prerouting", hook: "prerouting", priority: -100, rule: DISPATCH, listed: DISPATCH },
+  {
+    name: "prerouting",
+    type: "nat",
+    hook: "prerouting",
+    priority: -100,
+    rules: [{ rule: DISPATCH, listed: DISPATCH }],
+  },
   // Traffic that starts inside the LB pod (health checks, tests) takes the same path.
-  { name: "output", hook: "output", priority: -100, rule: DISPATCH, listed: DISPATCH },
+  {
+    name: "output",
+    type: "nat",
+    hook: "output",
+    priority: -100,
+    rules: [{ rule: DISPATCH, listed: DISPATCH }],
+  },
   // SNAT toward backends, so replies come back through this LB pod (paper's setup).
   {
     name: "postrouting",
+    type: "nat",
     hook: "postrouting",
     priority: 100,
-    rule: "ct status dnat masquerade",
-    listed: "ct status 0x20 masquerade",
+    rules: [{ rule: "ct status dnat masquerade", listed: "ct status 0x20 masquerade" }],
+  },
+  // DSR: before conntrack (the LB sees one direction of these flows only, so it tracks none), each
+  // packet gets its backend's mark, from the flow table or, for a flow new to this pod, the
+  // service's Maglev table; routing then sends it into that backend's tunnel.
+  {
+    name: "dsr",
+    type: "filter",
+    hook: "prerouting",
+    priority: -300,
+    rules: [
+      ...(["tcp", "udp"] as const).map((p) => ({
+        rule: flowHit(p, p, flowKey("th")),
+        listed: flowHit(p, PROTOCOL_NUMBERS[p], flowKey(p)),
+      })),
+      { rule: DSR_DISPATCH, listed: DSR_DISPATCH },
+    ],
   },
 ] as const;
 
-/** The dispatch map's declaration as `nft list` prints it, line by line. */
-export const SERVICES_MAP_LISTED = ["type ipv4_addr . inet_proto . inet_service : verdict", "counter"];
+export type BaseChain = (typeof BASE_CHAINS)[number];
 
-/** A base chain's header as `nft -n list` prints it. */
-export function baseChainListed(c: (typeof BASE_CHAINS)[number]): string {
-  return `type nat hook ${c.hook} priority ${c.priority}; policy accept;`;
+/** A dispatch map's declaration as `nft list` prints it, line by line. */
+export const SERVICES_MAP_LISTED = ["type ipv4_addr . inet_proto . inet_service : verdict", "counter"];
+/** A flow table's declaration as `nft list` prints it, line by line. */
+export const FLOW_MAP_LISTED = [
+  "type ipv4_addr . inet_service . ipv4_addr . inet_service : mark",
+  `size ${FLOW_TABLE_SIZE}`,
+  "flags dynamic,timeout",
+  `timeout ${FLOW_TIMEOUT_S}s`,
+];
+
+/** The dispatch map that sends a service's flows to its chain. */
+export function dispatchMap(s: Pick<NftService, "forwarding">): "services" | "dsr_services" {
+  return s.forwarding === "dsr" ? "dsr_services" : "services";
 }
 
-/** The table, its hooks and the VIP dispatch map. Created once; services come and go inside it. */
+/** A base chain's header as `nft -n list` prints it. */
+export function baseChainListed(c: BaseChain): string {
+  return `type ${c.type} hook ${c.hook} priority ${c.priority}; policy accept;`;
+}
+
+/** The table, its hooks, the dispatch maps and the flow tables. Created once; services come and go inside it. */
 export function skeleton(): string {
+  const dispatch = "{ type ipv4_addr . inet_proto . inet_service : verdict ; counter ; }";
   return lines([
     `add table ${T}`,
-    // Every element counts the packets that match it; the map sits in NAT hooks, which see only
-    // the first packet of a connection, so these are connections per service. Listing this one
-    // map is cheap, unlike counters in rules (nft would load every backend table to list those).
-    `add map ${T} services { type ipv4_addr . inet_proto . inet_service : verdict ; counter ; }`,
+    // Every element counts the packets that match it; the maps are reached only by the first packet
+    // of a connection (NAT hooks; DSR: a flow new to this pod), so these are connections per service.
+    // Listing this one map is cheap, unlike counters in rules (nft would load every backend table).
+    `add map ${T} services ${dispatch}`,
+    `add map ${T} dsr_services ${dispatch}`,
+    ...(["tcp", "udp"] as const).map(
+      (p) =>
+        `add map ${T} flows_${p} { type ipv4_addr . inet_service . ipv4_addr . inet_service : mark ; ` +
+        `size ${FLOW_TABLE_SIZE} ; flags dynamic, timeout ; timeout ${FLOW_TIMEOUT_S}s ; }`,
+    ),
     ...BASE_CHAINS.flatMap((c) => [
-      `add chain ${T} ${c.name} { type nat hook ${c.hook} priority ${c.priority} ; policy accept ; }`,
-      `add rule ${T} ${c.name} ${c.rule}`,
+      `add chain ${T} ${c.name} { type ${c.type} hook ${c.hook} priority ${c.priority} ; policy accept ; }`,
+      ...c.rules.map((r) => `add rule ${T} ${c.name} ${r.rule}`),
     ]),
   ]);
 }
@@ -58,10 +127,22 @@ function rule(s: NftService): string {
   const head = `add rule ${T} svc_${id}`;
   if (s.slots.length === 0) return `${head} drop`;
   const elements = Array.from(s.slots, (b, i) => `${i} : ${s.backends[b]}`).join(", ");
-  return (
-    `${head} meta l4proto ${s.protocol} dnat ip addr . port to ` +
-    `jhash ip saddr . th sport mod ${s.slots.length} seed ${FLOW_HASH_SEED} map { ${elements} }`
-  );
+  const hash = `jhash ip saddr . th sport mod ${s.slots.length} seed ${FLOW_HASH_SEED} map { ${elements} }`;
+  if (s.forwarding === "dsr")
+    return (
+      `${head} meta l4proto ${s.protocol} notrack meta mark set ${hash} ` +
+      flowUpdate(s.protocol, flowKey("th"))
+    );
+  return `${head} meta l4proto ${s.protocol} dnat ip addr . port to ${hash}`;
+}
+
+/** A DSR service rule as `nft -n` prints it, up to its lookup table's elements. */
+export function dsrRuleListedHead(protocol: NftService["protocol"]): string {
+  return `meta l4proto ${PROTOCOL_NUMBERS[protocol]} notrack meta mark set jhash ip saddr . ${protocol} sport mod `;
+}
+/** What follows a DSR service rule's lookup table as `nft -n` prints it. */
+export function dsrRuleListedTail(protocol: NftService["protocol"]): string {
+  return ` } ${flowUpdate(protocol, flowKey(protocol))}`;
 }
 
 export function dispatchKey(s: Pick<NftService, "vip" | "protocol" | "port">): string {
@@ -94,7 +175,7 @@ export function serviceChanges(current: NftService[], desired: NftService[]): Se
       statements: 3,
       render: () =>
         lines([
-          `delete element ${T} services { ${dispatchKey(s)} }`,
+          `delete element ${T} ${dispatchMap(s)} { ${dispatchKey(s)} }`,
           `flush chain ${T} svc_${id}`,
           `delete chain ${T} svc_${id}`,
         ]),
@@ -111,7 +192,20 @@ export function serviceChanges(current: NftService[], desired: NftService[]): Se
           lines([
             `add chain ${T} svc_${id}`,
             rule(s),
-            `add element ${T} services { ${dispatchKey(s)} : goto svc_${id} }`,
+            `add element ${T} ${dispatchMap(s)} { ${dispatchKey(s)} : goto svc_${id} }`,
+          ]),
+      });
+    } else if (old !== s && old.forwarding !== s.forwarding) {
+      // From one dispatch map to the other, in one transaction.
+      changes.push({
+        key,
+        statements: 4,
+        render: () =>
+          lines([
+            `delete element ${T} ${dispatchMap(old)} { ${dispatchKey(s)} }`,
+            `flush chain ${T} svc_${id}`,
+            rule(s),
+            `add element ${T} ${dispatchMap(s)} { ${dispatchKey(s)} : goto svc_${id} }`,
           ]),
       });
     } else if (old !== s && !sameTable(old, s)) {

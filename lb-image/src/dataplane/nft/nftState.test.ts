@@ -4,13 +4,12 @@ import { arbitraryState } from "../testing/arbitraries.ts";
 import { transaction } from "./nftRuleset.ts";
 import { toNft, type NftRenderCache } from "./nftState.ts";
 
-/** A service's backends with weights, order-free, for comparing two states. */
+/** A service's forwarding and backends with weights, order-free, for comparing two states. */
 function backendsOf(state: VirtualService[], key: string): string | undefined {
   const s = state.find((d) => serviceKey(d) === key);
-  return s?.backends
-    .map((b) => `${b.ip}:${b.port}/${b.weight}`)
-    .sort()
-    .join(",");
+  if (!s) return undefined;
+  const backends = s.backends.map((b) => `${b.ip}:${b.port}/${b.weight}`).sort();
+  return `${s.forwarding ?? "snat"} ${backends.join(",")}`;
 }
 
 describe("toNft with a render cache", () => {

@@ -7,8 +7,10 @@ import {
   compareKeys,
   serviceKey,
   type Backend,
+  type Forwarding,
   type VirtualService,
 } from "../model.ts";
+import { backendMark } from "../dsr/dsrTunnel.ts";
 import { maglevTable } from "./maglev.ts";
 
 export const NFT_TABLE = "portable_lb";
@@ -17,7 +19,12 @@ export interface NftService {
   protocol: "tcp" | "udp";
   vip: string;
   port: number;
-  /** The backends ("ip . port") that own slots, in the order of their first slot. */
+  forwarding: Forwarding;
+  /**
+   * The backends that own slots, in the order of their first slot, as nft prints them: "ip . port"
+   * (snat: the address the destination is rewritten to) or a mark such as "0x0af40105" (dsr: the
+   * backend pod's tunnel, see dsr/dsrTunnel.ts).
+   */
   backends: string[];
   /**
    * Slot i: the index in `backends` of the backend for hash i. Empty: no backend can take new
@@ -51,6 +58,16 @@ export function lookupTable(labels: ArrayLike<string>): Pick<NftService, "backen
   return { backends, slots };
 }
 
+/** A DSR backend's slot label: its mark as `nft -n` prints it. */
+export function markLabel(ip: string): string {
+  return `0x${backendMark(ip).toString(16).padStart(8, "0")}`;
+}
+
+/** The slot label of a backend under a service's forwarding. */
+function slotLabel(b: Backend, forwarding: Forwarding): string {
+  return forwarding === "dsr" ? markLabel(b.ip) : `${b.ip} . ${b.port}`;
+}
+
 /**
  * Service key → what a service was last rendered from (its backends array, and the backend set with
  * weights as text) and the result.
@@ -72,17 +89,18 @@ export function toNft(desired: VirtualService[], cache?: NftRenderCache): NftSer
     .sort((a, b) => compareKeys(a.key, b.key))
     .map(({ key, s }) => {
       const hit = cache?.get(key);
-      if (hit?.source === s.backends) return hit;
+      if (hit?.source === s.backends && hit.service.forwarding === (s.forwarding ?? "snat")) return hit;
+      const forwarding = s.forwarding ?? "snat";
       const sorted = canonical([s])[0]!.backends;
-      const backends = sorted.map((b) => `${backendKey(b)}/${b.weight}`).join(",");
+      const backends = `${forwarding}:${sorted.map((b) => `${backendKey(b)}/${b.weight}`).join(",")}`;
       if (hit?.backends === backends) return { key, source: s.backends, backends, service: hit.service };
-      const labels = sorted.map((b) => `${b.ip} . ${b.port}`);
+      const labels = sorted.map((b) => slotLabel(b, forwarding));
       const table = lookupTable(maglevTable(sorted).map((i) => labels[i]!));
       return {
         key,
         source: s.backends,
         backends,
-        service: { protocol: s.protocol, vip: s.vip, port: s.port, ...table },
+        service: { protocol: s.protocol, vip: s.vip, port: s.port, forwarding, ...table },
       };
     });
   if (cache) {

@@ -14,13 +14,25 @@ export const arbitraryBackend: fc.Arbitrary<Backend> = fc.record({
   weight: fc.oneof(fc.constant(1), fc.constant(0), fc.integer({ min: 0, max: 100 })),
 });
 
-export const arbitraryService: fc.Arbitrary<VirtualService> = fc.record({
-  vip,
-  port,
-  protocol: fc.constantFrom("tcp" as const, "udp" as const),
-  scheduler: fc.constantFrom(...SCHEDULERS),
-  backends: fc.uniqueArray(arbitraryBackend, { selector: (b) => `${b.ip}:${b.port}`, maxLength: 6 }),
-});
+export const arbitraryService: fc.Arbitrary<VirtualService> = fc
+  .record({
+    vip,
+    port,
+    protocol: fc.constantFrom("tcp" as const, "udp" as const),
+    scheduler: fc.constantFrom(...SCHEDULERS),
+    backends: fc.uniqueArray(arbitraryBackend, { selector: (b) => `${b.ip}:${b.port}`, maxLength: 6 }),
+    forwarding: fc.constantFrom("snat" as const, "dsr" as const),
+  })
+  // DSR cannot change the port (the desired state never asks it to): one backend per pod, on the
+  // service's port.
+  .map((s) =>
+    s.forwarding === "dsr"
+      ? {
+          ...s,
+          backends: [...new Map(s.backends.map((b) => [b.ip, { ...b, port: s.port }])).values()],
+        }
+      : s,
+  );
 
 export const arbitraryState: fc.Arbitrary<VirtualService[]> = fc.uniqueArray(arbitraryService, {
   selector: serviceKey,
