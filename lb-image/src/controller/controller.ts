@@ -100,6 +100,7 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
     chooseEngine(o.config.dataPlane.mode, undefined, {
       ipvsadm: withPrefix(prefix, "ipvsadm"),
       nft: withPrefix(prefix, "nft"),
+      ip: withPrefix(prefix, "ip"),
     });
   o.log.info({ engine: engine.name }, "data plane engine chosen");
 

@@ -12,6 +12,7 @@ export function kernelHasIpvs(procPath = "/proc/net/ip_vs"): boolean {
 export interface EngineCommands {
   ipvsadm: [string, ...string[]];
   nft: [string, ...string[]];
+  ip?: [string, ...string[]];
 }
 
 export function chooseEngine(
@@ -20,5 +21,5 @@ export function chooseEngine(
   commands: EngineCommands = { ipvsadm: ["ipvsadm"], nft: ["nft"] },
 ): DataPlaneEngine {
   if (mode === "ipvs" || (mode === "auto" && hasIpvs)) return new IpvsEngine(commands.ipvsadm);
-  return new NftEngine(commands.nft);
+  return new NftEngine(commands.nft, commands.ip);
 }

@@ -8,7 +8,12 @@ import { toNft } from "./nftState.ts";
 
 const NS = `plb-nfte-${process.pid}`;
 const nft: [string, ...string[]] = ["ip", "netns", "exec", NS, "nft"];
-beforeAll(() => execFileSync("ip", ["netns", "add", NS]));
+const ip: [string, ...string[]] = ["ip", "netns", "exec", NS, "ip"];
+beforeAll(() => {
+  execFileSync("ip", ["netns", "add", NS]);
+  // As in every pod (the kernel refuses an onlink gateway in a namespace whose lo is down).
+  execFileSync("ip", ["-n", NS, "link", "set", "lo", "up"]);
+});
 afterAll(() => execFileSync("ip", ["netns", "delete", NS]));
 
 const web = (backends: string[]): VirtualService => ({
@@ -35,9 +40,66 @@ const handles = () =>
     { encoding: "utf8" },
   );
 
+/** What `ip` shows of the DSR tunnels in the namespace: rules and encap routes of ours, and the device. */
+const tunnels = () => {
+  const show = (...args: string[]) =>
+    execFileSync("ip", ["netns", "exec", NS, "ip", ...args], { encoding: "utf8" }).trim();
+  return {
+    // (`ip rule show` filters by protocol on newer iproute2 only.)
+    rules: show("rule", "show")
+      .split("\n")
+      .filter((l) => l.endsWith(" proto 212"))
+      .sort(), // backends' rules share a preference; their order does not matter
+    routes: show("route", "show", "table", "all", "proto", "212").split("\n").filter(Boolean).sort(),
+    device: show("-br", "link", "show", "type", "vxlan"),
+  };
+};
+const dsrWeb = (backends: string[]): VirtualService => ({
+  ...web([]),
+  port: 8080,
+  forwarding: "dsr",
+  backends: backends.map((ip) => ({ ip, port: 8080, weight: 1 })),
+});
+
 describe("NftEngine", () => {
+  it("routes each DSR backend's mark into its tunnel, adopts, repairs and removes the tunnels", async () => {
+    const engine = new NftEngine(nft, ip);
+    await engine.apply([dsrWeb(["10.244.1.5", "10.244.2.5"]), dns]);
+    const made = tunnels();
+    expect(made.device).toMatch(/^plb-dsr\s+UNKNOWN/);
+    // The local rule first (the encapsulated packet's own lookup), then one rule per backend.
+    expect(made.rules).toEqual([
+      "31000:\tfrom all iif lo lookup main proto 212",
+      "31001:\tfrom all fwmark 0xaf40105 lookup 183763205 proto 212",
+      "31001:\tfrom all fwmark 0xaf40205 lookup 183763461 proto 212",
+    ]);
+    expect(made.routes).toEqual([
+      expect.stringMatching(
+        /^default +encap ip id 7367778 .*dst 10\.244\.1\.5 .*via 169\.254\.255\.1 dev plb-dsr table 183763205 onlink/,
+      ),
+      expect.stringMatching(
+        /^default +encap ip id 7367778 .*dst 10\.244\.2\.5 .*via 169\.254\.255\.1 dev plb-dsr table 183763461 onlink/,
+      ),
+    ]);
+    // A restart adopts them: nothing to change.
+    const restarted = new NftEngine(nft, ip);
+    expect(await restarted.apply([dsrWeb(["10.244.1.5", "10.244.2.5"]), dns])).toMatchObject({ changes: 0 });
+    expect(tunnels()).toEqual(made);
+    // Someone deletes a backend's rule: the scheduled check puts it back.
+    inNs("ip rule del pref 31001 fwmark 0xaf40105 lookup 183763205");
+    const report = await restarted.verify("quick");
+    expect(report.drift).toEqual([expect.objectContaining({ kind: "route" })]);
+    expect(tunnels()).toEqual(made);
+    // One backend leaves: its tunnel goes; the service turns to SNAT: all of them go.
+    await restarted.apply([dsrWeb(["10.244.2.5"]), dns]);
+    expect(tunnels().rules).toHaveLength(2);
+    await restarted.apply([{ ...dsrWeb(["10.244.2.5"]), forwarding: "snat" }, dns]);
+    expect(tunnels()).toEqual({ rules: [], routes: [], device: "" });
+    inNs("nft delete table ip portable_lb"); // the next case starts from none
+  });
+
   it("creates its table, adopts it after a restart without touching it, and changes only what changed", async () => {
-    const first = new NftEngine(nft);
+    const first = new NftEngine(nft, ip);
     // First start: the table is missing, so it is made whole with the services (17 statements of
     // frame, 3 per service) in one transaction.
     expect(await first.apply([web(["10.244.1.5", "10.244.2.5"]), dns])).toMatchObject({
@@ -47,7 +109,7 @@ describe("NftEngine", () => {
     const dnsRule = handles();
 
     // A restarted controller: same desired state, nothing to do, rules untouched.
-    const restarted = new NftEngine(nft);
+    const restarted = new NftEngine(nft, ip);
     expect(await restarted.apply([web(["10.244.1.5", "10.244.2.5"]), dns])).toMatchObject({
       changes: 0,
       drift: [],
@@ -58,11 +120,11 @@ describe("NftEngine", () => {
     expect(await restarted.apply([web(["10.244.1.5"]), dns])).toMatchObject({ changes: 2, drift: [] });
     expect(handles()).toBe(dnsRule);
     expect(await restarted.apply([dns])).toMatchObject({ changes: 3, drift: [] });
-    expect(await new NftEngine(nft).services()).toBe(1);
+    expect(await new NftEngine(nft, ip).services()).toBe(1);
   });
 
   it("recovers after a failed apply by reading the kernel again", async () => {
-    const engine = new NftEngine(nft);
+    const engine = new NftEngine(nft, ip);
     await engine.apply([dns]);
     // Someone removes the service's chain behind our back: the next diff is wrong and fails...
     execFileSync("ip", [
@@ -131,7 +193,7 @@ describe("NftEngine", () => {
     ["a foreign set", "nft add set ip portable_lb mine '{ type ipv4_addr ; }'", "full"],
   ] as const)("verify() finds and repairs %s, and reads the repair back", async (_fault, command, finds) => {
     execFileSync("ip", ["netns", "exec", NS, "nft", "flush", "ruleset"]);
-    const engine = new NftEngine(nft);
+    const engine = new NftEngine(nft, ip);
     const desired = [web(["10.244.1.5", "10.244.2.5"]), dns];
     await engine.apply(desired);
     expect((await engine.verify("full")).drift).toEqual([]);
@@ -146,14 +208,14 @@ describe("NftEngine", () => {
     expect(report.repaired).toBeGreaterThan(0);
     expect([...engine.verified()].sort()).toEqual(["tcp:10.1.1.10:80", "udp:10.1.1.11:53"]);
     // A fresh engine reads exactly the applied state back, with nothing else in the table.
-    const fresh = new NftEngine(nft);
+    const fresh = new NftEngine(nft, ip);
     expect(await fresh.apply(desired)).toMatchObject({ changes: 0, drift: [] });
     expect(await engine.verify("quick")).toMatchObject({ drift: [], full: false });
   });
 
   it("after an apply, verify('changed') reads back what changed and the frame, and repairs them", async () => {
     execFileSync("ip", ["netns", "exec", NS, "nft", "flush", "ruleset"]);
-    const engine = new NftEngine(nft);
+    const engine = new NftEngine(nft, ip);
     await engine.apply([dns]);
     expect(await engine.verify("full")).toMatchObject({ drift: [] });
     await engine.apply([dns, web(["10.244.1.5"])]);
@@ -176,7 +238,7 @@ describe("NftEngine", () => {
 
   it("judges a read made beside applies fairly: what was written after it began is not drift", async () => {
     execFileSync("ip", ["netns", "exec", NS, "nft", "flush", "ruleset"]);
-    const engine = new NftEngine(nft);
+    const engine = new NftEngine(nft, ip);
     await engine.apply([web(["10.244.1.5"]), dns]);
     const before = await engine.inspect("full");
     await engine.apply([web(["10.244.1.5", "10.244.2.5"])]);
@@ -187,7 +249,7 @@ describe("NftEngine", () => {
     expect(broken.drift.length).toBeGreaterThan(0);
     expect((await engine.verify("full")).rebuilt).toBe(true);
     expect(await engine.repair(broken)).toMatchObject({ drift: [], repaired: 0 });
-    expect(await new NftEngine(nft).apply([web(["10.244.1.5", "10.244.2.5"])])).toMatchObject({
+    expect(await new NftEngine(nft, ip).apply([web(["10.244.1.5", "10.244.2.5"])])).toMatchObject({
       changes: 0,
       drift: [],
     });
@@ -195,7 +257,7 @@ describe("NftEngine", () => {
 
   it("watches its table with nft monitor: someone else's change is reported at once, its own writes are not", async () => {
     execFileSync("ip", ["netns", "exec", NS, "nft", "flush", "ruleset"]);
-    const engine = new NftEngine(nft);
+    const engine = new NftEngine(nft, ip);
     await engine.apply([dns]);
     let reports = 0;
     engine.watch(() => reports++);
@@ -224,16 +286,16 @@ describe("NftEngine", () => {
 
   it("replaces a table it cannot make sense of at start, in one transaction", async () => {
     execFileSync("ip", ["netns", "exec", NS, "nft", "flush", "ruleset"]);
-    await new NftEngine(nft).apply([web(["10.244.1.5"]), dns]);
+    await new NftEngine(nft, ip).apply([web(["10.244.1.5"]), dns]);
     // What the issue found after a restart: an element that goes to no service chain with a rule.
     inNs(
       "nft flush table ip portable_lb; nft delete element ip portable_lb services '{ 10.1.1.10 . tcp . 80 }'; " +
         "nft add chain ip portable_lb other; nft add element ip portable_lb services '{ 10.1.1.10 . tcp . 80 : goto other }'",
     );
-    const restarted = new NftEngine(nft);
+    const restarted = new NftEngine(nft, ip);
     const applied = await restarted.apply([web(["10.244.1.5"]), dns]);
     expect(applied.drift.map((d) => d.kind)).toContain("foreign");
-    expect(await new NftEngine(nft).apply([web(["10.244.1.5"]), dns])).toMatchObject({
+    expect(await new NftEngine(nft, ip).apply([web(["10.244.1.5"]), dns])).toMatchObject({
       changes: 0,
       drift: [],
     });
@@ -242,7 +304,7 @@ describe("NftEngine", () => {
 
   it("counts each new connection to a service in the dispatch map's element counter, across backend changes", async () => {
     execFileSync("ip", ["netns", "exec", NS, "nft", "flush", "ruleset"]);
-    const engine = new NftEngine(nft);
+    const engine = new NftEngine(nft, ip);
     await engine.apply([web(["10.244.1.5"]), dns]);
     // Connections made inside the namespace take the output hook; whether they complete does not
     // matter: the counter counts the first packet of each. Both backends are local and nothing
@@ -277,13 +339,16 @@ describe("NftEngine", () => {
       }));
     const scripts = [...batches(serviceChanges([], toNft(many(450, "10.244.1.5"))))];
     expect(scripts.map((b) => b.match(/^add chain /gm)?.length)).toEqual([200, 200, 50]);
-    const engine = new NftEngine(nft);
+    const engine = new NftEngine(nft, ip);
     expect(await engine.apply(many(450, "10.244.1.5"))).toMatchObject({ changes: 17 + 450 * 3 });
     expect(await engine.services()).toBe(450);
-    const restarted = new NftEngine(nft);
+    const restarted = new NftEngine(nft, ip);
     expect(await restarted.apply(many(450, "10.244.1.5"))).toMatchObject({ changes: 0, drift: [] });
     expect(await restarted.apply(many(450, "10.244.1.6"))).toMatchObject({ changes: 450 * 2, drift: [] });
-    expect(await new NftEngine(nft).apply(many(450, "10.244.1.6"))).toMatchObject({ changes: 0, drift: [] });
+    expect(await new NftEngine(nft, ip).apply(many(450, "10.244.1.6"))).toMatchObject({
+      changes: 0,
+      drift: [],
+    });
     // Four real nft round trips of 450 services: about a second idle, several under CI's load.
   }, 30_000);
 });

@@ -8,8 +8,9 @@
 // elements, every chain and base-chain hook, and, by deleting them in a transaction that is never
 // committed, that every rule of ours the last full read saw (by handle) is still there unchanged
 // (nftables never edits a rule in place: a replaced rule gets a new handle).
-import { driftOf, type Drift } from "../drift.ts";
-import { DiffEngine, type KernelRead } from "../engine.ts";
+import { driftOf, type Drift, type VerifyMode, type VerifyReport } from "../drift.ts";
+import { LbTunnels } from "../dsr/lbTunnels.ts";
+import { DiffEngine, type ApplyResult, type KernelRead } from "../engine.ts";
 import { CommandError, run, runLines } from "../exec.ts";
 import { parseServiceKey, serviceKey, type VipCounter, type VirtualService } from "../model.ts";
 import { NFT_MONITOR_MAX_SLOTS, NftMonitor } from "./nftMonitor.ts";
@@ -49,10 +50,48 @@ export class NftEngine extends DiffEngine<NftService> {
   private readonly ownPids: number[] = [];
   private monitor: NftMonitor | undefined;
   private slots = 0;
+  private readonly tunnels: LbTunnels;
+  /** The DSR backends last applied; undefined before the first apply (the tunnels are read then). */
+  private tunnelBackends: Set<string> | undefined;
 
-  constructor(nft: [string, ...string[]] = ["nft"]) {
+  constructor(nft: [string, ...string[]] = ["nft"], ip: [string, ...string[]] = ["ip"]) {
     super();
     this.nft = nft;
+    this.tunnels = new LbTunnels(ip);
+  }
+
+  /**
+   * DSR services also need their backends' tunnels: a new backend's before the table marks flows
+   * toward it, and a gone backend's kept until the table no longer does. Skipped while no service
+   * is served by DSR and none was (after the first apply has removed any left over).
+   */
+  override async apply(desired: VirtualService[]): Promise<ApplyResult> {
+    const backends = new Set(
+      desired.filter((s) => s.forwarding === "dsr").flatMap((s) => s.backends.map((b) => b.ip)),
+    );
+    const before = this.tunnelBackends;
+    const idle = before !== undefined && before.size === 0 && backends.size === 0;
+    if (!idle) await this.tunnels.apply(new Set([...(before ?? []), ...backends]));
+    const result = await super.apply(desired);
+    if (!idle) await this.tunnels.apply(backends);
+    this.tunnelBackends = backends;
+    return result;
+  }
+
+  /** The tables' verification, and on schedule ("quick", "full") the tunnels' too, read back and repaired. */
+  override async verify(mode: VerifyMode): Promise<VerifyReport> {
+    const report = await super.verify(mode);
+    const backends = this.tunnelBackends;
+    if (mode === "changed" || backends === undefined) return report;
+    const repairs = await this.tunnels.apply(backends);
+    return {
+      ...report,
+      drift: [
+        ...report.drift,
+        ...repairs.map((c) => driftOf("route", `dsr tunnels: repaired by \`ip ${c}\``)),
+      ],
+      repaired: report.repaired + repairs.length,
+    };
   }
 
   override watch(onForeignChange: () => void): void {
