@@ -31,6 +31,35 @@ describe("desiredState", () => {
     });
   });
 
+  it("serves a port by DSR where its backends listen on the Service's port, else by SNAT with a reason", () => {
+    const out = desiredState({
+      services: [
+        lbService("same", { vips: ["10.1.1.10"], ports: [{ name: "http", port: 80 }] }),
+        lbService("remapped", { vips: ["10.1.1.11"], ports: [{ name: "http", port: 80 }] }),
+      ],
+      slices: [
+        slice("same", [{ ip: "10.244.1.5" }], { port: 80 }),
+        slice("remapped", [{ ip: "10.244.1.6" }], { port: 8080 }),
+      ],
+      loadBalancerClass: CLASS,
+      scheduler: "mh",
+      forwarding: "dsr",
+    });
+    expect(out.services.map((s) => [s.vip, s.forwarding])).toEqual([
+      ["10.1.1.10", "dsr"],
+      ["10.1.1.11", undefined],
+    ]);
+    expect(out.skipped).toEqual([
+      expect.objectContaining({
+        object: "default/remapped",
+        reason: "DirectServerReturnUnavailable",
+        message: expect.stringMatching(
+          /listen on 8080, not on 80.*served through SNAT.*Set targetPort to 80/,
+        ),
+      }),
+    ]);
+  });
+
   it("drains terminating endpoints (weight 0) and leaves out the not-ready ones", () => {
     const out = run(
       [lbService("web", { vips: ["10.1.1.10"] })],

@@ -8,7 +8,7 @@ import {
   type HealthCheckSpec,
 } from "@portable-lb/core/config";
 import { sameItems } from "../common/sameItems.ts";
-import type { Backend, Scheduler, VirtualService } from "../dataplane/model.ts";
+import type { Backend, Forwarding, Scheduler, VirtualService } from "../dataplane/model.ts";
 import type { HealthTarget } from "../health/healthState.ts";
 
 export interface DesiredStateInput {
@@ -16,6 +16,8 @@ export interface DesiredStateInput {
   slices: V1EndpointSlice[];
   loadBalancerClass: string;
   scheduler: Scheduler;
+  /** How Services are served where they can be (default "snat"); see forwardingOf. */
+  forwarding?: Forwarding;
   /** Active health-check verdicts (see health/); without it every backend counts as healthy. */
   isUnhealthy?: (target: HealthTarget) => boolean;
   /** Carried from one call to the next: ports whose slices are the same objects are not rebuilt. */
@@ -165,6 +167,29 @@ function backendsOf(
   return { backends: [...backends.values()], skipped };
 }
 
+/**
+ * DSR hands the packet over unchanged, so a backend must listen on the Service's own port: a port
+ * whose backends listen elsewhere (targetPort differs) is served by SNAT instead, and said so.
+ */
+function forwardingOf(
+  svc: V1Service,
+  port: { name?: string; port: number },
+  backends: Backend[],
+  wanted: Forwarding,
+  skipped: SkippedItem[],
+): Forwarding {
+  if (wanted !== "dsr") return wanted;
+  const elsewhere = [...new Set(backends.filter((b) => b.port !== port.port).map((b) => b.port))];
+  if (elsewhere.length === 0) return "dsr";
+  skipped.push({
+    ...refOf(svc),
+    kind: "Service",
+    reason: "DirectServerReturnUnavailable",
+    message: `port ${port.name ?? port.port}: its backends listen on ${elsewhere.join(", ")}, not on ${port.port}, and direct server return cannot change the port; served through SNAT instead (backends see the LB pod's address, not the client's). Set targetPort to ${port.port} to have it served by DSR`,
+  });
+  return "snat";
+}
+
 export function desiredState(input: DesiredStateInput): DesiredState {
   const skipped: SkippedItem[] = [];
   // Refilled with this call's entries only, so deleted Services and ports do not linger.
@@ -213,6 +238,7 @@ export function desiredState(input: DesiredStateInput): DesiredState {
       input.cache?.set(memoKey, built);
       skipped.push(...built.skipped);
       const checked = applyHealth(built.backends, check, input, healthTargets);
+      const forwarding = forwardingOf(svc, port, checked, input.forwarding ?? "snat", skipped);
       for (const vip of vips) {
         services.push({
           vip,
@@ -220,6 +246,7 @@ export function desiredState(input: DesiredStateInput): DesiredState {
           protocol: protocol,
           scheduler: input.scheduler,
           backends: checked,
+          ...(forwarding === "dsr" && { forwarding }),
         });
       }
     }
