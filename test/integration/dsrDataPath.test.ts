@@ -1,0 +1,159 @@
+// Direct server return through two LB pods behind an ECMP router, with the nftables engine of each
+// pod programming its namespace as the controller would: the client's address reaches the backends,
+// the backends answer the client directly, and keep-alive connections survive an LB leaving and
+// rejoining the router's ECMP group and a backend being added (one Maglev table on every LB; a flow
+// an LB has seen keeps its backend). The backend pods' half (decap device, VIP on lo, rp_filter) is
+// set up here by `dsrBackendStandIn`, a stand-in for the node agent's part of issue 16.
+//
+//   client ── router ══ fabric ══ lb1, lb2, node ══ cni0 ══ p1, p2, p3
+import { join } from "node:path";
+import { NetnsLab, waitUntil, type LabNamespace } from "@portable-lb/lab";
+import { NftEngine } from "../../lb-image/src/dataplane/nft/nftEngine.ts";
+import type { VirtualService } from "../../lb-image/src/dataplane/model.ts";
+import {
+  DSR_BACKEND_MAC,
+  DSR_DEVICE,
+  DSR_OVERHEAD,
+  DSR_UDP_PORT,
+} from "../../lb-image/src/dataplane/dsr/dsrTunnel.ts";
+import { httpHistogram, startHttpEcho } from "../harness/netns/httpClient.ts";
+import { repoRoot } from "../harness/repoRoot.ts";
+
+const VIP = "10.1.1.10";
+const PORT = 8080;
+const PODS = { p1: "10.244.1.2", p2: "10.244.1.3", p3: "10.244.1.4" } as const;
+const LBS = { lb1: "10.9.0.11", lb2: "10.9.0.12" } as const;
+const CONNECTIONS = 40;
+
+let lab: NetnsLab;
+let client: LabNamespace;
+let router: LabNamespace;
+const lbs = new Map<string, LabNamespace>();
+const engines = new Map<string, NftEngine>();
+
+/** Stand-in for the node agent's DSR part: the backend pod decapsulates and owns the VIP. */
+async function dsrBackendStandIn(pod: LabNamespace): Promise<void> {
+  await pod.ip("link", "add", DSR_DEVICE, "type", "vxlan", "external", "dstport", String(DSR_UDP_PORT));
+  await pod.ip(
+    "link",
+    "set",
+    DSR_DEVICE,
+    "address",
+    DSR_BACKEND_MAC,
+    "mtu",
+    String(1500 - DSR_OVERHEAD),
+    "up",
+  );
+  await pod.ip("addr", "add", `${VIP}/32`, "dev", "lo");
+  await pod.sysctl("net.ipv4.conf.all.rp_filter", "0");
+  await pod.sysctl(`net.ipv4.conf.${DSR_DEVICE}.rp_filter`, "0");
+}
+
+const service = (pods: (keyof typeof PODS)[]): VirtualService => ({
+  vip: VIP,
+  port: PORT,
+  protocol: "tcp",
+  scheduler: "mh",
+  forwarding: "dsr",
+  backends: pods.map((p) => ({ ip: PODS[p], port: PORT, weight: 1 })),
+});
+
+async function applyAll(desired: VirtualService[]): Promise<void> {
+  for (const engine of engines.values()) await engine.apply(desired);
+}
+
+const routeVia = (lbNames: (keyof typeof LBS)[]) =>
+  router.ip("route", "replace", `${VIP}/32`, ...lbNames.flatMap((n) => ["nexthop", "via", LBS[n]]));
+
+beforeAll(async () => {
+  lab = await NetnsLab.create("dsr");
+  client = await lab.namespace("client");
+  router = await lab.namespace("router", { forwarding: true });
+  await lab.link(client, router, { a: "10.0.0.2/24", b: "10.0.0.1/24" });
+  await client.defaultRoute("10.0.0.1");
+  await router.sysctl("net.ipv4.fib_multipath_hash_policy", "1");
+  const fabric = await lab.bridge(router, "fabric", "10.9.0.1/24");
+  const node = await lab.namespace("node", { forwarding: true });
+  await lab.attach(fabric, node, "10.9.0.20/24", "eth0");
+  await node.defaultRoute("10.9.0.1");
+  // Replies leave the pods with the VIP as source, which the node routes elsewhere: loose, not strict.
+  await node.sysctl("net.ipv4.conf.all.rp_filter", "2");
+  const cni = await lab.bridge(node, "cni0", "10.244.1.1/24");
+  await router.route("10.244.1.0/24", "10.9.0.20");
+  for (const [name, ip] of Object.entries(PODS)) {
+    const pod = await lab.namespace(name);
+    await lab.attach(cni, pod, `${ip}/24`, "eth0");
+    await pod.defaultRoute("10.244.1.1");
+    await dsrBackendStandIn(pod);
+    await startHttpEcho(pod, { port: PORT, name });
+  }
+  for (const [name, ip] of Object.entries(LBS)) {
+    const lb = await lab.namespace(name, { forwarding: true });
+    await lab.attach(fabric, lb, `${ip}/24`, "eth0");
+    await lb.defaultRoute("10.9.0.1");
+    await lb.route("10.244.1.0/24", "10.9.0.20");
+    lbs.set(name, lb);
+    const prefix = ["ip", "netns", "exec", lb.netns] as const;
+    engines.set(name, new NftEngine([...prefix, "nft"], [...prefix, "ip"]));
+  }
+  await applyAll([service(["p1", "p2"])]);
+  await routeVia(["lb1", "lb2"]);
+}, 60_000);
+
+afterAll(async () => {
+  await lab?.destroy();
+});
+
+describe("DSR through two LB pods", () => {
+  it("hands the client's own address to the backends, spread over both", async () => {
+    const byClient = await httpHistogram(client, `http://${VIP}:${PORT}/`, { count: 40, by: "client" });
+    expect(byClient).toMatchObject({ failures: 0, counts: { "10.0.0.2": 40 } });
+    const byName = await httpHistogram(client, `http://${VIP}:${PORT}/`, { count: 40, by: "name" });
+    expect(Object.keys(byName.counts).sort()).toEqual(["p1", "p2"]);
+  });
+
+  it("keeps every keep-alive connection when an LB leaves and rejoins and a backend is added", async () => {
+    const seconds = 14;
+    const script = join(repoRoot(), "bench/lib/keepAliveClient.ts");
+    const load = await client.spawn(
+      "keepalive",
+      process.execPath,
+      [
+        "--disable-warning=MODULE_TYPELESS_PACKAGE_JSON",
+        script,
+        "--url",
+        `http://${VIP}:${PORT}/`,
+        "--connections",
+        String(CONNECTIONS),
+        "--interval-ms",
+        "100",
+        "--seconds",
+        String(seconds),
+      ],
+      { marker: script },
+    );
+    const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+    await pause(3_000);
+    await routeVia(["lb2"]); // lb1 leaves: its flows move to lb2, which has not seen them
+    await pause(3_000);
+    await routeVia(["lb1", "lb2"]); // lb1 rejoins: half of the flows move back
+    await pause(3_000);
+    await applyAll([service(["p1", "p2", "p3"])]); // a backend is added on every LB
+    expect(await waitUntil(() => !load.running(), (seconds + 10) * 1000)).toBe(true);
+    const result = JSON.parse(load.lastLines(1)) as { requests: number; opened: number; failures: unknown[] };
+    expect(result.failures).toEqual([]);
+    expect(result.opened).toBe(CONNECTIONS);
+    expect(result.requests).toBeGreaterThan(CONNECTIONS * 50);
+    // New connections use the new backend too.
+    const byName = await httpHistogram(client, `http://${VIP}:${PORT}/`, { count: 60, by: "name" });
+    expect(Object.keys(byName.counts).sort()).toEqual(["p1", "p2", "p3"]);
+  }, 60_000);
+
+  it("removes every DSR tunnel when no service is served by DSR", async () => {
+    await applyAll([]);
+    for (const lb of lbs.values()) {
+      expect(await lb.ip("-br", "link", "show", "type", "vxlan")).toBe("");
+      expect(await lb.ip("route", "show", "table", "all", "proto", "212")).toBe("");
+    }
+  });
+});
