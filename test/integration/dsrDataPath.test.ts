@@ -58,8 +58,16 @@ const service = (pods: (keyof typeof PODS)[]): VirtualService => ({
   backends: pods.map((p) => ({ ip: PODS[p], port: PORT, weight: 1 })),
 });
 
+/** Beside the DSR services: a SNAT one on the same VIP, which must keep working (port 80 -> 8080). */
+const snat: VirtualService = {
+  ...service(["p1", "p2"]),
+  port: 80,
+  forwarding: "snat",
+  backends: [PODS.p1, PODS.p2].map((ip) => ({ ip, port: PORT, weight: 1 })),
+};
+
 async function applyAll(desired: VirtualService[]): Promise<void> {
-  for (const engine of engines.values()) await engine.apply(desired);
+  for (const engine of engines.values()) await engine.apply([...desired, snat]);
 }
 
 const routeVia = (lbNames: (keyof typeof LBS)[]) =>
@@ -110,6 +118,10 @@ describe("DSR through two LB pods", () => {
     expect(byClient).toMatchObject({ failures: 0, counts: { "10.0.0.2": 40 } });
     const byName = await httpHistogram(client, `http://${VIP}:${PORT}/`, { count: 40, by: "name" });
     expect(Object.keys(byName.counts).sort()).toEqual(["p1", "p2"]);
+    // The SNAT service on the same LBs: the backends see an LB pod, not the client.
+    const snatByClient = await httpHistogram(client, `http://${VIP}:80/`, { count: 40, by: "client" });
+    expect(snatByClient.failures).toBe(0);
+    expect(Object.keys(snatByClient.counts).sort()).toEqual(Object.values(LBS));
   });
 
   it("keeps every keep-alive connection when an LB leaves and rejoins and a backend is added", async () => {
@@ -149,7 +161,7 @@ describe("DSR through two LB pods", () => {
     expect(Object.keys(byName.counts).sort()).toEqual(["p1", "p2", "p3"]);
   }, 60_000);
 
-  it("removes every DSR tunnel when no service is served by DSR", async () => {
+  it("removes every DSR tunnel when no service is served by DSR (the SNAT one stays)", async () => {
     await applyAll([]);
     for (const lb of lbs.values()) {
       expect(await lb.ip("-br", "link", "show", "type", "vxlan")).toBe("");

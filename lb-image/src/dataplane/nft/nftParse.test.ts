@@ -50,8 +50,8 @@ const TABLE = `table ip portable_lb { # handle 2
 
 	chain dsr { # handle 23
 		type filter hook prerouting priority -300; policy accept;
-		meta l4proto 6 notrack meta mark set ip saddr . tcp sport . ip daddr . tcp dport map @flows_tcp update @flows_tcp { ip saddr . tcp sport . ip daddr . tcp dport : meta mark } accept # handle 24
-		meta l4proto 17 notrack meta mark set ip saddr . udp sport . ip daddr . udp dport map @flows_udp update @flows_udp { ip saddr . udp sport . ip daddr . udp dport : meta mark } accept # handle 25
+		meta mark set ip saddr . tcp sport . ip daddr . tcp dport map @flows_tcp notrack update @flows_tcp { ip saddr . tcp sport . ip daddr . tcp dport : meta mark } accept # handle 24
+		meta mark set ip saddr . udp sport . ip daddr . udp dport map @flows_udp notrack update @flows_udp { ip saddr . udp sport . ip daddr . udp dport : meta mark } accept # handle 25
 		ip daddr . meta l4proto . th dport vmap @dsr_services # handle 26
 	}
 
@@ -260,7 +260,10 @@ describe("nft strict reader", () => {
     ["a changed flow table", TABLE.replace("timeout 300s", "timeout 60s"), [["base", true]]],
     [
       "the DSR rules out of order",
-      TABLE.replace(/(\t\tmeta l4proto 6 notrack[^\n]*\n)(\t\tmeta l4proto 17 notrack[^\n]*\n)/, "$2$1"),
+      TABLE.replace(
+        /(\t\tmeta mark set ip saddr \. tcp[^\n]*\n)(\t\tmeta mark set ip saddr \. udp[^\n]*\n)/,
+        "$2$1",
+      ),
       [
         ["foreign", true],
         ["foreign", true],

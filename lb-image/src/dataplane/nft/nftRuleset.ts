@@ -26,9 +26,13 @@ export const FLOW_TABLE_SIZE = 262_144;
 const flowKey = (p: string) => `ip saddr . ${p} sport . ip daddr . ${p} dport`;
 const flowUpdate = (p: keyof typeof PROTOCOL_NUMBERS, key: string) =>
   `update @flows_${p} { ${key} : meta mark }`;
-/** A flow this LB pod has seen goes to the backend it went to, whatever the table says now. */
-const flowHit = (p: keyof typeof PROTOCOL_NUMBERS, proto: string | number, key: string) =>
-  `meta l4proto ${proto} notrack meta mark set ${key} map @flows_${p} ${flowUpdate(p, key)} accept`;
+/**
+ * A flow this LB pod has seen goes to the backend it went to, whatever the table says now. The
+ * lookup comes first: a miss ends the rule before `notrack`, so SNAT flows stay tracked (NAT needs
+ * conntrack). nft prints the protocol match folded into the key's `tcp sport`.
+ */
+const flowHit = (p: keyof typeof PROTOCOL_NUMBERS, key: string, written: boolean) =>
+  `${written ? `meta l4proto ${p} ` : ""}meta mark set ${key} map @flows_${p} notrack ${flowUpdate(p, key)} accept`;
 
 /**
  * The table's frame: its base chains and their rules, as written and as `nft -n list` prints them
@@ -68,8 +72,8 @@ export const BASE_CHAINS = [
     priority: -300,
     rules: [
       ...(["tcp", "udp"] as const).map((p) => ({
-        rule: flowHit(p, p, flowKey("th")),
-        listed: flowHit(p, PROTOCOL_NUMBERS[p], flowKey(p)),
+        rule: flowHit(p, flowKey("th"), true),
+        listed: flowHit(p, flowKey(p), false),
       })),
       { rule: DSR_DISPATCH, listed: DSR_DISPATCH },
     ],
