@@ -100,6 +100,8 @@ beforeAll(async () => {
     await lab.attach(fabric, lb, `${ip}/24`, "eth0");
     await lb.defaultRoute("10.9.0.1");
     await lb.route("10.244.1.0/24", "10.9.0.20");
+    // As the controller makes every VIP local in its pod (LocalVips): DSR must still hand them on.
+    await lb.localRoute(`${VIP}/32`);
     lbs.set(name, lb);
     const prefix = ["ip", "netns", "exec", lb.netns] as const;
     engines.set(name, new NftEngine([...prefix, "nft"], [...prefix, "ip"]));

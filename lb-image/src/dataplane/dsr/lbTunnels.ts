@@ -18,32 +18,64 @@ import {
 
 /** Our `protocol` on rules and routes (unassigned in iproute2's rt_protos; the node agent has 211). */
 export const DSR_PROTO = 212;
-/**
- * Rule preferences, after `local` (0) and before `main` (32766). The encapsulated packet inherits the
- * inner packet's mark, and its own route lookup (a locally made packet: `iif lo`) must not land in
- * the tunnel again: `main` first for those.
- */
-export const LOCAL_RULE_PREF = 31000;
-export const BACKEND_RULE_PREF = 31001;
+// Rule preferences. The backends' rules must come before the `local` table: the pod holds its VIPs
+// as local addresses (IPVS, and the node-route check, send from them), and `local` would deliver a
+// DSR packet to the pod itself. So while DSR is in use, `local` moves from 0 to LOCAL_TABLE_PREF.
+// The encapsulated packet inherits the inner packet's mark, and its own route lookup (a locally made
+// packet: `iif lo`) must not land in the tunnel again: those skip the backends' rules.
+export const SKIP_RULE_PREF = 100;
+export const BACKEND_RULE_PREF = 101;
+export const LOCAL_TABLE_PREF = 32000;
+
+export interface Rule {
+  pref: number;
+  iif?: string;
+  fwmark?: number;
+  /** A table to look up, or none (goto). */
+  table?: string;
+  goto?: number;
+}
 
 /** What the kernel holds of ours, as read back. */
 export interface TunnelState {
   device?: { vxlanExternal: boolean; port: number; mac: string; mtu: number; up: boolean };
   neighbour?: { lladdr: string; permanent: boolean };
-  rules: { pref: number; iif?: string; fwmark?: number; table: string }[];
+  /** Our rules (protocol 212). */
+  rules: Rule[];
+  /** The kernel's own `local` rule (preference 0) is there. */
+  kernelLocal: boolean;
   /** Table id -> the encapsulation's destination (the backend pod). */
   routes: Map<number, string | undefined>;
 }
+
+/** The selectors and action of one of our rules, as `ip rule add|del` takes them. */
+function ruleSpec(r: Rule): string {
+  return [
+    `pref ${r.pref}`,
+    r.iif !== undefined && `iif ${r.iif}`,
+    r.fwmark !== undefined && `fwmark ${r.fwmark}`,
+    r.table !== undefined && `lookup ${r.table}`,
+    r.goto !== undefined && `goto ${r.goto}`,
+    `protocol ${DSR_PROTO}`,
+  ]
+    .filter(Boolean)
+    .join(" ");
+}
+
+const SKIP_RULE: Rule = { pref: SKIP_RULE_PREF, iif: "lo", goto: LOCAL_TABLE_PREF };
+const LOCAL_RULE: Rule = { pref: LOCAL_TABLE_PREF, table: "local" };
+const backendRule = (mark: number): Rule => ({ pref: BACKEND_RULE_PREF, fwmark: mark, table: String(mark) });
 
 /** The `ip` commands (one per line of `ip -batch`) that turn `found` into the tunnels to `backends`. */
 export function tunnelPlan(found: TunnelState, backends: Iterable<string>, uplinkMtu: number): string[] {
   const want = new Map([...backends].map((ip) => [backendMark(ip), ip]));
   const cmds: string[] = [];
-  const rule = (r: TunnelState["rules"][number]) =>
-    `rule del pref ${r.pref}${r.iif ? ` iif ${r.iif}` : ""}${r.fwmark !== undefined ? ` fwmark ${r.fwmark}` : ""} lookup ${r.table} protocol ${DSR_PROTO}`;
+  const del = (r: Rule) => cmds.push(`rule del ${ruleSpec(r)}`);
   if (want.size === 0) {
-    // Nothing served by DSR: nothing of ours stays (the device takes its neighbour along).
-    for (const r of found.rules) cmds.push(rule(r));
+    // Nothing served by DSR: nothing of ours stays (the device takes its neighbour along), and
+    // `local` is back at 0 before ours goes, so that local delivery never stops.
+    if (!found.kernelLocal) cmds.push("rule add pref 0 lookup local");
+    for (const r of found.rules) del(r);
     for (const table of found.routes.keys()) cmds.push(`route del default table ${table} proto ${DSR_PROTO}`);
     if (found.device) cmds.push(`link del ${DSR_DEVICE}`);
     return cmds;
@@ -59,22 +91,21 @@ export function tunnelPlan(found: TunnelState, backends: Iterable<string>, uplin
   if (fresh || !n || n.lladdr !== DSR_BACKEND_MAC || !n.permanent)
     cmds.push(`neigh replace ${DSR_NEXT_HOP} lladdr ${DSR_BACKEND_MAC} dev ${DSR_DEVICE} nud permanent`);
 
-  const isLocal = (r: TunnelState["rules"][number]) =>
-    r.pref === LOCAL_RULE_PREF && r.iif === "lo" && r.fwmark === undefined && r.table === "main";
-  const isBackend = (r: TunnelState["rules"][number]) =>
-    r.pref === BACKEND_RULE_PREF &&
-    r.iif === undefined &&
-    r.fwmark !== undefined &&
-    want.has(r.fwmark) &&
-    r.table === String(r.fwmark);
-  const kept = new Set<number>();
-  let local = false;
+  // Rules compare by their spec: anything of ours not wanted (or there twice) goes.
+  const wanted = new Set([SKIP_RULE, LOCAL_RULE, ...[...want.keys()].map(backendRule)].map(ruleSpec));
+  const have = new Set<string>();
   for (const r of found.rules) {
-    if (isLocal(r) && !local) local = true;
-    else if (isBackend(r) && !kept.has(r.fwmark!)) kept.add(r.fwmark!);
-    else cmds.push(rule(r));
+    const spec = ruleSpec(r);
+    if (wanted.has(spec) && !have.has(spec)) have.add(spec);
+    else del(r);
   }
-  if (!local) cmds.push(`rule add pref ${LOCAL_RULE_PREF} iif lo lookup main protocol ${DSR_PROTO}`);
+  const add = (r: Rule) => {
+    if (!have.has(ruleSpec(r))) cmds.push(`rule add ${ruleSpec(r)}`);
+  };
+  // `local` at its new place before the kernel's goes, so that local delivery never stops.
+  add(LOCAL_RULE);
+  if (found.kernelLocal) cmds.push("rule del pref 0 lookup local");
+  add(SKIP_RULE);
   for (const table of found.routes.keys())
     if (!want.has(table)) cmds.push(`route del default table ${table} proto ${DSR_PROTO}`);
   for (const [mark, ip] of want) {
@@ -82,8 +113,7 @@ export function tunnelPlan(found: TunnelState, backends: Iterable<string>, uplin
       cmds.push(
         `route replace default via ${DSR_NEXT_HOP} dev ${DSR_DEVICE} onlink encap ip id ${DSR_VNI} dst ${ip} table ${mark} proto ${DSR_PROTO}`,
       );
-    if (!kept.has(mark))
-      cmds.push(`rule add pref ${BACKEND_RULE_PREF} fwmark ${mark} lookup ${mark} protocol ${DSR_PROTO}`);
+    add(backendRule(mark));
   }
   return cmds;
 }
@@ -109,7 +139,8 @@ const ruleSchema = z.array(
     priority: z.number(),
     iif: z.string().optional(),
     fwmark: z.string().optional(),
-    table: z.string(),
+    table: z.string().optional(),
+    goto: z.number().optional(),
     protocol: z.string().optional(),
   }),
 );
@@ -125,6 +156,7 @@ export function parseTunnelState(listings: {
 }): TunnelState {
   const link = listings.link === undefined ? undefined : linkSchema.parse(JSON.parse(listings.link))[0];
   const neighbour = neighSchema.parse(JSON.parse(listings.neigh || "[]")).find((n) => n.dst === DSR_NEXT_HOP);
+  const rules = ruleSchema.parse(JSON.parse(listings.rules || "[]"));
   return {
     ...(link && {
       device: {
@@ -138,15 +170,18 @@ export function parseTunnelState(listings: {
     ...(neighbour && {
       neighbour: { lladdr: neighbour.lladdr ?? "", permanent: neighbour.state.includes("PERMANENT") },
     }),
-    rules: ruleSchema
-      .parse(JSON.parse(listings.rules || "[]"))
+    rules: rules
       .filter((r) => r.protocol === String(DSR_PROTO))
       .map((r) => ({
         pref: r.priority,
         ...(r.iif !== undefined && { iif: r.iif }),
         ...(r.fwmark !== undefined && { fwmark: Number(r.fwmark) }),
-        table: r.table,
+        ...(r.table !== undefined && { table: r.table }),
+        ...(r.goto !== undefined && { goto: r.goto }),
       })),
+    kernelLocal: rules.some(
+      (r) => r.priority === 0 && r.table === "local" && r.protocol !== String(DSR_PROTO),
+    ),
     routes: new Map(
       routeSchema
         .parse(JSON.parse(listings.routes || "[]"))

@@ -67,12 +67,15 @@ describe("NftEngine", () => {
     await engine.apply([dsrWeb(["10.244.1.5", "10.244.2.5"]), dns]);
     const made = tunnels();
     expect(made.device).toMatch(/^plb-dsr\s+UNKNOWN/);
-    // The local rule first (the encapsulated packet's own lookup), then one rule per backend.
+    // Locally made packets (the encapsulated ones) skip the backends' rules, which come before the
+    // local table, moved from 0 (the pod's VIPs may be local addresses).
     expect(made.rules).toEqual([
-      "31000:\tfrom all iif lo lookup main proto 212",
-      "31001:\tfrom all fwmark 0xaf40105 lookup 183763205 proto 212",
-      "31001:\tfrom all fwmark 0xaf40205 lookup 183763461 proto 212",
+      "100:\tfrom all iif lo goto 32000 proto 212",
+      "101:\tfrom all fwmark 0xaf40105 lookup 183763205 proto 212",
+      "101:\tfrom all fwmark 0xaf40205 lookup 183763461 proto 212",
+      "32000:\tfrom all lookup local proto 212",
     ]);
+    expect(inNs("ip rule show pref 0").toString()).toBe("");
     expect(made.routes).toEqual([
       expect.stringMatching(
         /^default +encap ip id 7367778 .*dst 10\.244\.1\.5 .*via 169\.254\.255\.1 dev plb-dsr table 183763205 onlink/,
@@ -86,15 +89,16 @@ describe("NftEngine", () => {
     expect(await restarted.apply([dsrWeb(["10.244.1.5", "10.244.2.5"]), dns])).toMatchObject({ changes: 0 });
     expect(tunnels()).toEqual(made);
     // Someone deletes a backend's rule: the scheduled check puts it back.
-    inNs("ip rule del pref 31001 fwmark 0xaf40105 lookup 183763205");
+    inNs("ip rule del pref 101 fwmark 0xaf40105 lookup 183763205");
     const report = await restarted.verify("quick");
     expect(report.drift).toEqual([expect.objectContaining({ kind: "route" })]);
     expect(tunnels()).toEqual(made);
     // One backend leaves: its tunnel goes; the service turns to SNAT: all of them go.
     await restarted.apply([dsrWeb(["10.244.2.5"]), dns]);
-    expect(tunnels().rules).toHaveLength(2);
+    expect(tunnels().rules).toHaveLength(3);
     await restarted.apply([{ ...dsrWeb(["10.244.2.5"]), forwarding: "snat" }, dns]);
     expect(tunnels()).toEqual({ rules: [], routes: [], device: "" });
+    expect(inNs("ip rule show pref 0").toString()).toBe("0:\tfrom all lookup local\n");
     inNs("nft delete table ip portable_lb"); // the next case starts from none
   });
 
