@@ -10,6 +10,8 @@ export interface Backend {
   port: number;
   /** 0 drains the backend: no new flows, established ones kept. */
   weight: number;
+  /** The node the backend runs on (its EndpointSlice endpoint's nodeName), when known. */
+  nodeName?: string;
 }
 
 export interface VirtualService {
@@ -18,6 +20,8 @@ export interface VirtualService {
   protocol: Protocol;
   scheduler: Scheduler;
   backends: Backend[];
+  /** How flows reach the backends: masqueraded by the LB (default), or direct server return. */
+  forwarding?: "snat" | "dsr";
 }
 
 /** Identity of a virtual service: one per protocol, VIP and port. */
