@@ -15,7 +15,7 @@ import { CommandError, run, withPrefix } from "../../dataplane/exec.ts";
 import type { VirtualService } from "../../dataplane/model.ts";
 import { dsrPlan } from "./dsrPlan.ts";
 import { DSR_NODE_TABLE, desiredNodeTable, nodeTableChange, parseNodeTable } from "./nodeDsrTable.ts";
-import { LOOSE, routeDevice, strictInterfaces } from "./nodeRpFilter.ts";
+import { LOOSE, allInterfaces, routeDevice, strictInterfaces } from "./nodeRpFilter.ts";
 import { parsePodState, podAddresses, podSteps, type PodStep } from "./podDsrState.ts";
 import { PodNetns } from "./podNetns.ts";
 
@@ -188,13 +188,15 @@ export class DsrApplier {
   /** The node's table and rp_filter; returns how many changes were made. */
   private async applyNode(vips: string[], podIps: string[], mtus: number[]): Promise<number> {
     let changes = 0;
-    if (podIps.length > 0) {
+    const netconf = podIps.length > 0 ? await this.node("ip", ["-4", "-j", "netconf", "show"]) : "[]";
+    // The pods' interfaces are looked up only when some interface is strict (not on every resync).
+    if (strictInterfaces(netconf, allInterfaces(netconf)).length > 0) {
       const devices: string[] = [];
       for (const ip of podIps) {
         const dev = routeDevice(await this.node("ip", ["-j", "route", "get", ip]));
         if (dev) devices.push(dev);
       }
-      const strict = strictInterfaces(await this.node("ip", ["-4", "-j", "netconf", "show"]), devices);
+      const strict = strictInterfaces(netconf, devices);
       for (const dev of strict) {
         await this.node("tee", [sysctlPath(this.o.procSysNet, dev)], `${LOOSE}\n`);
         this.o.log.warn({ interface: dev }, "rp_filter strict -> loose: DSR replies leave pods from the VIP");

@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { desiredNodeTable, nodeTableChange, nodeTableScript, parseNodeTable } from "./nodeDsrTable.ts";
-import { routeDevice, strictInterfaces } from "./nodeRpFilter.ts";
+import { allInterfaces, routeDevice, strictInterfaces } from "./nodeRpFilter.ts";
 
 // `nft -j list table ip portable_lb_dsr` of what nodeTableScript({ vips: [10, 11], mss: 1360 }) makes (nft 1.0.6).
 const listing = (elem: string[], mss = 1360, extraRule = false) =>
@@ -148,6 +148,7 @@ describe("node rp_filter", () => {
       { interface: "eth0", rp_filter: "strict" },
     ]);
     expect(strictInterfaces(conf, ["cni0", "veth1", "veth1"])).toEqual(["all", "veth1"]);
+    expect(allInterfaces(conf)).toEqual(["all", "cni0", "veth1", "eth0"]);
     expect(strictInterfaces(JSON.stringify([{ interface: "all", rp_filter: "loose" }]), ["cni0"])).toEqual(
       [],
     );

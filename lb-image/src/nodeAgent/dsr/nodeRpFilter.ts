@@ -19,6 +19,11 @@ export function strictInterfaces(netconfJson: string, devices: string[]): string
   );
 }
 
+/** Every interface `ip -4 -j netconf show` lists. */
+export function allInterfaces(netconfJson: string): string[] {
+  return netconfSchema.parse(JSON.parse(netconfJson || "[]")).map((c) => c.interface);
+}
+
 /** The device `ip -j route get ADDR` sends the address out of (where its packets come in from). */
 export function routeDevice(json: string): string | undefined {
   return routeGetSchema.parse(JSON.parse(json || "[]"))[0]?.dev;
