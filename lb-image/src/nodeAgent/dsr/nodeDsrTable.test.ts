@@ -3,7 +3,7 @@ import { desiredNodeTable, nodeTableChange, nodeTableScript, parseNodeTable } fr
 import { allInterfaces, routeDevice, strictInterfaces } from "./nodeRpFilter.ts";
 
 // `nft -j list table ip portable_lb_dsr` of what nodeTableScript({ vips: [10, 11], mss: 1360 }) makes (nft 1.0.6).
-const listing = (elem: string[], mss = 1360, extraRule = false) =>
+const listing = (elem: string[], mss = 1360, extraRule = false, fib = true) =>
   JSON.stringify({
     nftables: [
       { metainfo: { version: "1.0.6" } },
@@ -47,6 +47,9 @@ const listing = (elem: string[], mss = 1360, extraRule = false) =>
           chain: "replies",
           expr: [
             { match: { op: "==", left: { payload: { protocol: "ip", field: "saddr" } }, right: "@vips" } },
+            ...(fib
+              ? [{ match: { op: "!=", left: { fib: { result: "type", flags: ["daddr"] } }, right: "local" } }]
+              : []),
             { notrack: null },
           ],
         },
@@ -91,7 +94,7 @@ describe("node DSR table", () => {
         "add set ip portable_lb_dsr vips { type ipv4_addr ; }",
         "add element ip portable_lb_dsr vips { 10.1.1.10 }",
         "add chain ip portable_lb_dsr replies { type filter hook prerouting priority raw ; policy accept ; }",
-        "add rule ip portable_lb_dsr replies ip saddr @vips notrack",
+        "add rule ip portable_lb_dsr replies ip saddr @vips fib daddr type != local notrack",
         "add chain ip portable_lb_dsr mss { type filter hook forward priority mangle ; policy accept ; }",
         "add rule ip portable_lb_dsr mss ip saddr @vips tcp flags & (syn | ack) == syn | ack tcp option maxseg size > 1360 tcp option maxseg size set 1360",
         "",
@@ -109,6 +112,8 @@ describe("node DSR table", () => {
     });
     expect(parseNodeTable(listing([]))).toEqual({ vips: [], mss: 1360 });
     expect(parseNodeTable(listing(["10.1.1.10"], 1360, true))).toBe("other");
+    // An older rule that also untracked packets to the node itself.
+    expect(parseNodeTable(listing(["10.1.1.10"], 1360, false, false))).toBe("other");
   });
 
   it("changes by diff: nothing when equal, set elements when only VIPs differ, else a rewrite", () => {

@@ -1,7 +1,9 @@
 // The backend node's half of DSR, in its own nft table (read back and changed by diff):
-//   - `notrack` for packets whose source is a DSR VIP: the node never sees the client's side of
-//     these flows (it arrives encapsulated, to the pod's address), so conntrack would call every
-//     reply INVALID, and kube-proxy drops INVALID packets in FORWARD;
+//   - `notrack` for packets whose source is a DSR VIP, forwarded by the node: it never sees the
+//     client's side of these flows (it arrives encapsulated, to the pod's address), so conntrack
+//     would call every reply INVALID, and kube-proxy drops INVALID packets in FORWARD. Packets to
+//     the node itself keep conntrack (an LB pod's node-route check asks the node agent from a VIP,
+//     and a host firewall may accept only tracked traffic);
 //   - an MSS clamp on the SYN-ACKs from a VIP: the client's segments reach the backend through the
 //     LB's tunnel (+DSR_OVERHEAD bytes), but the backend's SYN-ACK goes straight to the client, so
 //     the MSS the client learns must leave room for the tunnel. Only larger values are lowered.
@@ -38,7 +40,7 @@ export function nodeTableScript(t: NodeDsrTable | undefined): string {
       `add set ${T} vips { type ipv4_addr ; }`,
       ...(t.vips.length > 0 ? [`add element ${T} vips ${elements(t.vips)}`] : []),
       `add chain ${T} replies { type filter hook prerouting priority raw ; policy accept ; }`,
-      `add rule ${T} replies ip saddr @vips notrack`,
+      `add rule ${T} replies ip saddr @vips fib daddr type != local notrack`,
       `add chain ${T} mss { type filter hook forward priority mangle ; policy accept ; }`,
       `add rule ${T} mss ip saddr @vips tcp flags & (syn | ack) == syn | ack tcp option maxseg size > ${t.mss} tcp option maxseg size set ${t.mss}`,
     );
@@ -98,7 +100,8 @@ export function parseNodeTable(json: string): NodeDsrTable | "other" {
   ].sort();
   if (shape.join() !== expected.join()) return "other";
   const exprs = (chain: string) => JSON.stringify(rules.find((r) => r.chain === chain)!.expr);
-  if (!exprs("replies").includes('"notrack"') || !exprs("replies").includes('"@vips"')) return "other";
+  const replies = exprs("replies");
+  if (!['"notrack"', '"@vips"', '"fib"'].every((e) => replies.includes(e))) return "other";
   const mss = rules
     .find((r) => r.chain === "mss")!
     .expr.flatMap((e) => {
