@@ -18,7 +18,11 @@ import type { VirtualService } from "../../lb-image/src/dataplane/model.ts";
 import { DsrApplier, type DsrReport } from "../../lb-image/src/nodeAgent/dsr/dsrApplier.ts";
 import { DSR_NODE_TABLE, parseNodeTable } from "../../lb-image/src/nodeAgent/dsr/nodeDsrTable.ts";
 import { LO_LABEL } from "../../lb-image/src/nodeAgent/dsr/podDsrState.ts";
+import { lbConfigSchema } from "@portable-lb/core/config";
+import { startNodeAgent } from "../../lb-image/src/nodeAgent/nodeAgent.ts";
 import { getInside, startHttpEcho } from "../harness/netns/httpClient.ts";
+import { settle } from "../harness/settle.ts";
+import { testKubeConfig } from "../harness/testEnv.ts";
 import { ruleCounters, senderCounters, startDsrTestSender } from "../harness/netns/dsrTestSender.ts";
 import { NetnsLab, type LabNamespace } from "@portable-lb/lab";
 
@@ -52,18 +56,21 @@ const svc = (vip: string, backends: string[]): VirtualService => ({
   backends: backends.map((ip) => ({ ip, port: 8080, weight: 1, nodeName: NODE })),
 });
 
-/** A new applier, as a (re)started node agent makes it: only NET_ADMIN and SYS_ADMIN, in the node's namespace. */
+/** The node agent's commands: only NET_ADMIN and SYS_ADMIN, in the node's namespace. */
+const agentPrefix = () => [
+  "setpriv",
+  "--bounding-set=-all,+net_admin,+sys_admin",
+  "--",
+  "ip",
+  "netns",
+  "exec",
+  node.netns,
+];
+
+/** A new applier, as a (re)started node agent makes it. */
 function applier(registry = new Registry()): DsrApplier {
   return new DsrApplier({
-    commandPrefix: [
-      "setpriv",
-      "--bounding-set=-all,+net_admin,+sys_admin",
-      "--",
-      "ip",
-      "netns",
-      "exec",
-      node.netns,
-    ],
+    commandPrefix: agentPrefix(),
     netnsDir: netnsDir!,
     procSysNet: "/proc/sys/net",
     log,
@@ -282,5 +289,35 @@ describe("DSR backend side in network namespaces", () => {
     expect(await podState(podB)).toEqual({ device: undefined, vips: [], rpFilterAll: "1" });
     expect(await nodeTable()).toBeUndefined();
     expect((await ask(VIP2)).error).toBeDefined();
+  });
+
+  it("is run by the node agent: state left for a Service that is gone is removed", async () => {
+    expectClean(await applier().apply([svc(VIP, [POD_A])], NODE));
+    expect((await podState(podA)).vips).toEqual([VIP]);
+    // The run's API server holds no DSR Service with a backend on this node.
+    const agent = await startNodeAgent({
+      config: lbConfigSchema.parse({
+        routingMode: "bgp",
+        podCidr: "10.244.0.0/16",
+        vipPools: [{ name: "web", cidr: "10.1.1.0/24" }],
+        bgp: { asn: 64512, routeReflectors: ["10.0.0.5"] },
+      }),
+      kubeconfig: testKubeConfig(),
+      log,
+      nodeName: NODE,
+      namespace: `dsrbackend-${process.pid}`,
+      commandPrefix: agentPrefix(),
+      httpPort: 0,
+      httpHost: "127.0.0.1",
+      dsr: { netnsDir: netnsDir!, procSysNet: "/proc/sys/net", resyncMs: 500 },
+    });
+    try {
+      await settle(async () => (await podState(podA)).device === undefined);
+      expect(await podState(podA)).toEqual({ device: undefined, vips: [], rpFilterAll: "1" });
+      expect(await nodeTable()).toBeUndefined();
+      expect(await agent.registry.getSingleMetricAsString("portable_lb_dsr_vips")).toMatch(/ 0$/);
+    } finally {
+      await agent.stop();
+    }
   });
 });
