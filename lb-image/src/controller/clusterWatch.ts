@@ -16,8 +16,9 @@ import type { ClusterView } from "./reconciler.ts";
 
 /**
  * Keeps of a slice what the desired state reads: its service label, ports, and each endpoint's
- * addresses and conditions. The rest (targetRef, nodeName, zone, hints, owner references) is most of
- * a slice's size, and there are as many slices as Services.
+ * addresses, conditions and node (direct server return prepares the backend's node). The rest
+ * (targetRef, zone, hints, owner references) is most of a slice's size, and there are as many
+ * slices as Services.
  */
 function trimSlice(slice: V1EndpointSlice): void {
   if (slice.metadata) {
@@ -25,7 +26,34 @@ function trimSlice(slice: V1EndpointSlice): void {
     delete slice.metadata.annotations;
     delete slice.metadata.generateName;
   }
-  slice.endpoints = slice.endpoints?.map(({ addresses, conditions }) => ({ addresses, conditions }));
+  slice.endpoints = slice.endpoints?.map(({ addresses, conditions, nodeName }) => ({
+    addresses,
+    conditions,
+    ...(nodeName !== undefined && { nodeName }),
+  }));
+}
+
+/** Services and EndpointSlices of every namespace, as informers in `informers`. */
+export function serviceInformers(
+  informers: ResilientInformers,
+  kc: KubeConfig,
+): { services: ListWatch<V1Service>; slices: ListWatch<V1EndpointSlice> } {
+  const core = kc.makeApiClient(CoreV1Api);
+  const discovery = kc.makeApiClient(DiscoveryV1Api);
+  const watch = new Watch(kc);
+  return {
+    services: informers.add<V1Service>("services", {
+      path: "/api/v1/services",
+      watch,
+      list: (page) => core.listServiceForAllNamespaces(page),
+    }),
+    slices: informers.add<V1EndpointSlice>("endpointslices", {
+      path: "/apis/discovery.k8s.io/v1/endpointslices",
+      watch,
+      list: (page) => discovery.listEndpointSliceForAllNamespaces(page),
+      trim: trimSlice,
+    }),
+  };
 }
 
 export class ClusterWatch implements ClusterView {
@@ -34,21 +62,8 @@ export class ClusterWatch implements ClusterView {
   private readonly sliceInformer: ListWatch<V1EndpointSlice>;
 
   constructor(kc: KubeConfig, log: Logger, hooks: InformerHooks) {
-    const core = kc.makeApiClient(CoreV1Api);
-    const discovery = kc.makeApiClient(DiscoveryV1Api);
-    const watch = new Watch(kc);
     this.informers = new ResilientInformers(log, hooks);
-    this.serviceInformer = this.informers.add<V1Service>("services", {
-      path: "/api/v1/services",
-      watch,
-      list: (page) => core.listServiceForAllNamespaces(page),
-    });
-    this.sliceInformer = this.informers.add<V1EndpointSlice>("endpointslices", {
-      path: "/apis/discovery.k8s.io/v1/endpointslices",
-      watch,
-      list: (page) => discovery.listEndpointSliceForAllNamespaces(page),
-      trim: trimSlice,
-    });
+    ({ services: this.serviceInformer, slices: this.sliceInformer } = serviceInformers(this.informers, kc));
   }
 
   start(): Promise<void> {

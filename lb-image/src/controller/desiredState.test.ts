@@ -77,6 +77,17 @@ describe("desiredState", () => {
     ]);
   });
 
+  it("carries each endpoint's node (direct server return prepares the backend's node)", () => {
+    const out = run(
+      [lbService("web", { vips: ["10.1.1.10"] })],
+      [slice("web", [{ ip: "10.244.1.5", nodeName: "n1" }, { ip: "10.244.2.6" }])],
+    );
+    expect(out.services[0]!.backends).toEqual([
+      { ip: "10.244.1.5", port: 8080, weight: 1, nodeName: "n1" },
+      { ip: "10.244.2.6", port: 8080, weight: 1 },
+    ]);
+  });
+
   it("ignores other classes, other types and Services still waiting for a VIP", () => {
     const out = run(
       [

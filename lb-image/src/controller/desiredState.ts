@@ -160,7 +160,12 @@ function backendsOf(
         const key = `${ip}:${target.port}`;
         // The same endpoint in two slices (during a slice rebalance): ready wins over draining.
         const weightNow = Math.max(weight, backends.get(key)?.weight ?? 0);
-        backends.set(key, { ip, port: target.port!, weight: weightNow });
+        backends.set(key, {
+          ip,
+          port: target.port!,
+          weight: weightNow,
+          ...(ep.nodeName !== undefined && { nodeName: ep.nodeName }),
+        });
       }
     }
   }

@@ -16,6 +16,8 @@ export interface Backend {
   port: number;
   /** 0 drains the backend: no new flows, established ones kept. */
   weight: number;
+  /** The node the backend runs on (its EndpointSlice endpoint's nodeName), when known. */
+  nodeName?: string;
 }
 
 export interface VirtualService {
@@ -24,7 +26,7 @@ export interface VirtualService {
   protocol: Protocol;
   scheduler: Scheduler;
   backends: Backend[];
-  /** Absent: "snat". */
+  /** How flows reach the backends; absent: "snat". */
   forwarding?: Forwarding;
 }
 

@@ -5,6 +5,8 @@
 // It also answers the LB pod's node-route check (`/lb-pods/<pod IP>`, see lbPodVerdict): the pod
 // asks from a VIP address, so an answer that reaches it proves the route, and the body relays the
 // pod's Ready condition, which only the API server knows (e.g. false once the node's kubelet died).
+// With direct server return it also runs on every node with backends, and prepares their pods
+// and the node for it (dsr/dsrApplier.ts), following Services and EndpointSlices.
 import { CoreV1Api, Watch, type KubeConfig, type V1Pod } from "@kubernetes/client-node";
 import { LB_APP_LABEL, LB_HTTP_PATHS, type LbConfig } from "@portable-lb/core/config";
 import type { Server } from "node:http";
@@ -13,7 +15,10 @@ import { Counter, Gauge, Registry, collectDefaultMetrics } from "prom-client";
 import { CoalescingRunner } from "../common/coalescingRunner.ts";
 import { startHttpServer, type ExtraEndpoint } from "../controller/httpServer.ts";
 import { withPrefix } from "../dataplane/exec.ts";
+import { serviceInformers } from "../controller/clusterWatch.ts";
+import { desiredState } from "../controller/desiredState.ts";
 import { ResilientInformers } from "../kube/informers.ts";
+import { DsrApplier } from "./dsr/dsrApplier.ts";
 import { desiredRoutes, lbPodState, lbPodVerdict, routedVia, type NodeRoute } from "./desiredRoutes.ts";
 import { applySteering } from "./bfdSteering.ts";
 import { nodeForwards } from "./nodeForwarding.ts";
@@ -34,7 +39,21 @@ export interface NodeAgentOptions {
   httpHost?: string;
   /** How often the routes and the node's forwarding are checked again without a Pod change. */
   resyncMs?: number;
+  /** Direct server return's backend side (see dsr/dsrApplier.ts); without it, none. */
+  dsr?: NodeAgentDsr;
 }
+
+export interface NodeAgentDsr {
+  /** The container runtime's directory of pod network namespaces. */
+  netnsDir: string;
+  /** A writable mount of the node's /proc/sys/net. */
+  procSysNet: string;
+  /** How often the pods' and the node's DSR state is read back and repaired without a change. */
+  resyncMs?: number;
+}
+
+// Reading back every DSR pod's state costs two commands per pod: less often than the routes.
+const DEFAULT_DSR_RESYNC_MS = 10_000;
 
 // The node's table is not ours alone: a pod bridge that goes down takes the routes through it along,
 // a CNI restart recreates the bridge, and anyone with NET_ADMIN can delete a route. A periodic check
@@ -97,7 +116,10 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<RunningNodeAg
   const core = o.kubeconfig.makeApiClient(CoreV1Api);
   const fieldSelector = `spec.nodeName=${o.nodeName}`;
   const informers = new ResilientInformers(o.log, {
-    onChange: () => runner.trigger(),
+    onChange: () => {
+      runner.trigger();
+      dsrRunner?.trigger();
+    },
     onConnection: (up) => metrics.apiConnected.set(up ? 1 : 0),
   });
   const pods = informers.add<V1Pod>("pods", {
@@ -113,6 +135,7 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<RunningNodeAg
     labelSelector: LB_POD_SELECTOR,
     fieldSelector,
   });
+  const dsrRunner = o.dsr && startDsr(o, o.dsr, informers, registry);
   const pools = o.config.vipPools.map((p) => p.cidr);
   const reflectors = o.config.routingMode === "bgp" ? (o.config.bgp?.routeReflectors ?? []) : [];
   const nft = withPrefix(o.commandPrefix ?? [], "nft");
@@ -169,6 +192,8 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<RunningNodeAg
   );
   await informers.start();
   const resync = setInterval(() => runner.trigger(), o.resyncMs ?? DEFAULT_RESYNC_MS);
+  const dsrResync =
+    dsrRunner && setInterval(() => dsrRunner.trigger(), o.dsr?.resyncMs ?? DEFAULT_DSR_RESYNC_MS);
   return {
     routes,
     registry,
@@ -177,9 +202,45 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<RunningNodeAg
     forwarding: () => forwarding === true,
     async stop() {
       clearInterval(resync);
+      clearInterval(dsrResync);
       runner.stop();
+      dsrRunner?.stop();
       await informers.stop();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
+}
+
+/**
+ * The DSR applier, driven by the data plane's desired state (the controller's own pure function, so
+ * both agree on the backends), in a runner of its own: a pod that cannot be prepared never holds
+ * back the node's routes.
+ */
+function startDsr(
+  o: NodeAgentOptions,
+  dsr: NodeAgentDsr,
+  informers: ResilientInformers,
+  registry: Registry,
+): CoalescingRunner {
+  const cluster = serviceInformers(informers, o.kubeconfig);
+  const applier = new DsrApplier({
+    commandPrefix: o.commandPrefix,
+    netnsDir: dsr.netnsDir,
+    procSysNet: dsr.procSysNet,
+    log: o.log,
+    registry,
+  });
+  return new CoalescingRunner(
+    async () => {
+      if (!informers.synced()) return;
+      const { services } = desiredState({
+        services: [...cluster.services.list()],
+        slices: [...cluster.slices.list()],
+        loadBalancerClass: o.config.loadBalancerClass,
+        scheduler: o.config.dataPlane.scheduler,
+      });
+      await applier.apply(services, o.nodeName);
+    },
+    { onError: (err) => o.log.error({ err }, "DSR state update failed; retrying") },
+  );
 }

@@ -35,7 +35,7 @@ export function lbService(
 
 export function slice(
   service: string,
-  endpoints: { ip: string; ready?: boolean; serving?: boolean; terminating?: boolean }[],
+  endpoints: { ip: string; ready?: boolean; serving?: boolean; terminating?: boolean; nodeName?: string }[],
   opts: { portName?: string; port?: number; name?: string; ns?: string } = {},
 ): V1EndpointSlice {
   return {
@@ -53,6 +53,7 @@ export function slice(
         serving: e.serving ?? e.ready ?? true,
         terminating: e.terminating ?? false,
       },
+      ...(e.nodeName !== undefined && { nodeName: e.nodeName }),
     })),
   };
 }

@@ -42,6 +42,17 @@ export const LB_PATHS = {
   bgpPasswordFile: "/etc/portable-lb/bgp/password",
   /** Shared by controller and speaker: the files of BIRD_RUN_FILES. */
   birdRunDir: "/run/bird",
+  /**
+   * The node agent's writable mount of the node's /proc/sys/net (a container's own /proc/sys is
+   * read-only). Not under /proc: the runtime's default AppArmor profile denies writes there.
+   */
+  hostProcSysNet: "/host/proc/sys/net",
+} as const;
+
+/** Environment variables the manifests set for the LB image's processes, beside the downward API's. */
+export const LB_ENV = {
+  /** The node agent prepares DSR backends, finding pod network namespaces in this directory. */
+  dsrNetnsDir: "DSR_NETNS_DIR",
 } as const;
 
 /** The files in LB_PATHS.birdRunDir, the emptyDir the controller and the speaker share. */

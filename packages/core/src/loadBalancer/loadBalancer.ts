@@ -17,7 +17,7 @@ import {
   LB_CLUSTER_RULES,
   LB_NAMESPACE_RULES,
 } from "./rbac.ts";
-import { serviceAccountWithRole } from "./serviceAccountWithRole.ts";
+import { clusterRoleFor, serviceAccountWithRole } from "./serviceAccountWithRole.ts";
 
 export const DEFAULT_LB_NAMESPACE = "portable-lb-system";
 export const LB_PRIORITY_CLASS = "portable-lb-dataplane";
@@ -106,25 +106,12 @@ export class LoadBalancer extends pulumi.ComponentResource {
       [...LB_NAMESPACE_RULES, ...(cloudRoutes ? LB_CLOUD_ROUTES_NAMESPACE_RULES : [])],
       child,
     ));
-    this.clusterRole = new k8s.rbac.v1.ClusterRole(
-      `${name}-clusterrole`,
-      {
-        metadata: { name: NAME, labels },
-        rules: [...LB_CLUSTER_RULES, ...(cloudRoutes ? LB_CLOUD_ROUTES_CLUSTER_RULES : [])],
-      },
-      child,
-    );
-    new k8s.rbac.v1.ClusterRoleBinding(
-      `${name}-clusterrolebinding`,
-      {
-        metadata: { name: NAME, labels },
-        roleRef: {
-          apiGroup: "rbac.authorization.k8s.io",
-          kind: "ClusterRole",
-          name: this.clusterRole.metadata.name,
-        },
-        subjects: [{ kind: "ServiceAccount", name: this.serviceAccount.metadata.name, namespace: ns.name }],
-      },
+    this.clusterRole = clusterRoleFor(
+      name,
+      NAME,
+      labels,
+      [...LB_CLUSTER_RULES, ...(cloudRoutes ? LB_CLOUD_ROUTES_CLUSTER_RULES : [])],
+      { name: this.serviceAccount.metadata.name, namespace: ns.name },
       child,
     );
     const configJson = JSON.stringify(this.config, null, 2);

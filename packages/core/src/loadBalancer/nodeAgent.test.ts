@@ -83,6 +83,52 @@ describe("NodeAgent", () => {
     expect(ds!.metadata.annotations).toBeUndefined();
   });
 
+  it("with DSR: runs on every node, reads Services and EndpointSlices, enters pod namespaces, never privileged", async () => {
+    new NodeAgent("agent", { ...args, dsr: { netnsDir: "/run/containerd/netns" } });
+    await settled();
+    const [clusterRole] = byType(":ClusterRole");
+    expect(clusterRole).toMatchObject({ metadata: { name: "portable-lb-node-agent" } });
+    expect(clusterRole!.rules).toEqual([
+      { apiGroups: [""], resources: ["services"], verbs: ["get", "list", "watch"] },
+      { apiGroups: ["discovery.k8s.io"], resources: ["endpointslices"], verbs: ["get", "list", "watch"] },
+    ]);
+    const [binding] = byType(":ClusterRoleBinding");
+    expect(binding!.roleRef).toMatchObject({ kind: "ClusterRole", name: "portable-lb-node-agent" });
+    expect(binding!.subjects).toEqual([
+      { kind: "ServiceAccount", name: "portable-lb-node-agent", namespace: "lb-ns" },
+    ]);
+    // The namespaced Role stays as it was.
+    expect(byType(":Role")[0]!.rules).toEqual([
+      { apiGroups: [""], resources: ["pods"], verbs: ["get", "list", "watch"] },
+    ]);
+    const pod = byType(":DaemonSet")[0]!.spec.template.spec;
+    // Backends may run on any node.
+    expect(pod.nodeSelector).toBeUndefined();
+    const [c] = pod.containers;
+    // setns into a pod's network namespace needs CAP_SYS_ADMIN; nothing else is added.
+    expect(c.securityContext).toEqual(minimalSecurityContext(["NET_ADMIN", "SYS_ADMIN"]));
+    expect(c.securityContext.privileged).toBe(false);
+    expect(c.env).toContainEqual({ name: "DSR_NETNS_DIR", value: "/run/containerd/netns" });
+    expect(pod.volumes).toEqual([
+      { name: "config", configMap: { name: "lb-config" } },
+      { name: "pod-netns", hostPath: { path: "/run/containerd/netns", type: "Directory" } },
+      { name: "proc-sys-net", hostPath: { path: "/proc/sys/net", type: "Directory" } },
+    ]);
+    expect(c.volumeMounts).toEqual([
+      { name: "config", mountPath: "/etc/portable-lb", readOnly: true },
+      // Read-only, and pods started later appear in it.
+      {
+        name: "pod-netns",
+        mountPath: "/run/containerd/netns",
+        readOnly: true,
+        mountPropagation: "HostToContainer",
+      },
+      // Writable, outside the container's /proc (read-only, and AppArmor-guarded).
+      { name: "proc-sys-net", mountPath: "/host/proc/sys/net" },
+    ]);
+    expect(pod.hostPID).toBeUndefined();
+  });
+
   it("skips Pulumi's readiness wait only when asked (clusters without kubelets)", async () => {
     new NodeAgent("agent", { ...args, skipAwait: true });
     await settled();

@@ -31,3 +31,12 @@ export const LB_CLOUD_ROUTES_NAMESPACE_RULES: PolicyRule[] = [
 export const NODE_AGENT_RULES: PolicyRule[] = [
   { apiGroups: [""], resources: ["pods"], verbs: ["get", "list", "watch"] },
 ];
+
+/**
+ * With direct server return the node agent adds, cluster-wide: reading Services and EndpointSlices
+ * (which VIPs the backend pods on its node serve).
+ */
+export const NODE_AGENT_DSR_CLUSTER_RULES: PolicyRule[] = [
+  { apiGroups: [""], resources: ["services"], verbs: ["get", "list", "watch"] },
+  { apiGroups: ["discovery.k8s.io"], resources: ["endpointslices"], verbs: ["get", "list", "watch"] },
+];

@@ -1,5 +1,6 @@
 // A ServiceAccount with a namespaced Role bound to it: how each portable-lb workload gets exactly
-// the rights it needs in its own namespace.
+// the rights it needs in its own namespace; and a ClusterRole bound to it for what it reads
+// cluster-wide.
 import * as k8s from "@pulumi/kubernetes";
 import type * as pulumi from "@pulumi/pulumi";
 
@@ -34,4 +35,34 @@ export function serviceAccountWithRole(
     opts,
   );
   return { serviceAccount, role };
+}
+
+/** A ClusterRole named `name` with `rules`, bound to the ServiceAccount. */
+export function clusterRoleFor(
+  resourceName: string,
+  name: string,
+  labels: Record<string, string>,
+  rules: PolicyRule[],
+  serviceAccount: { name: pulumi.Input<string>; namespace: pulumi.Input<string> },
+  opts: pulumi.CustomResourceOptions,
+): k8s.rbac.v1.ClusterRole {
+  const clusterRole = new k8s.rbac.v1.ClusterRole(
+    `${resourceName}-clusterrole`,
+    { metadata: { name, labels }, rules },
+    opts,
+  );
+  new k8s.rbac.v1.ClusterRoleBinding(
+    `${resourceName}-clusterrolebinding`,
+    {
+      metadata: { name, labels },
+      roleRef: {
+        apiGroup: "rbac.authorization.k8s.io",
+        kind: "ClusterRole",
+        name: clusterRole.metadata.name,
+      },
+      subjects: [{ kind: "ServiceAccount", ...serviceAccount }],
+    },
+    opts,
+  );
+  return clusterRole;
 }

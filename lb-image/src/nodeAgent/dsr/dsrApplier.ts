@@ -1,0 +1,232 @@
+// Applies direct server return's backend side on one node, by diff: each local backend pod's
+// namespace (podDsrState.ts) and the node's own table and rp_filter (nodeDsrTable.ts,
+// nodeRpFilter.ts). Every run reads back what is there; the first one also visits every pod
+// namespace on the node, so a restarted agent adopts (and, where no longer wanted, removes) what
+// an earlier run left. A pod that fails is logged and counted, and the others still get applied.
+//
+// Pod namespaces are entered with nsenter (setns: CAP_SYS_ADMIN), and sysctls are written through
+// a writable mount of the node's /proc/sys/net (a container's own /proc/sys is read-only); net
+// sysctls belong to the namespace of the process that opens them, so after nsenter the same path
+// is the pod's.
+import { existsSync } from "node:fs";
+import type { Logger } from "pino";
+import { Counter, Gauge, type Registry } from "prom-client";
+import { CommandError, run, withPrefix } from "../../dataplane/exec.ts";
+import type { VirtualService } from "../../dataplane/model.ts";
+import { dsrPlan } from "./dsrPlan.ts";
+import { DSR_NODE_TABLE, desiredNodeTable, nodeTableChange, parseNodeTable } from "./nodeDsrTable.ts";
+import { LOOSE, allInterfaces, routeDevice, strictInterfaces } from "./nodeRpFilter.ts";
+import { parsePodState, podAddresses, podSteps, type PodStep } from "./podDsrState.ts";
+import { PodNetns } from "./podNetns.ts";
+
+export interface DsrApplierOptions {
+  /** Prefix of every command to reach the node's namespace: none on a node (hostNetwork). */
+  commandPrefix?: string[];
+  /** The container runtime's directory of pod network namespaces. */
+  netnsDir: string;
+  /** A writable mount of the node's /proc/sys/net. */
+  procSysNet: string;
+  log: Logger;
+  registry: Registry;
+}
+
+export interface DsrFailure {
+  podIp: string | undefined;
+  netns: string | undefined;
+  error: string;
+}
+
+export interface DsrReport {
+  /** Backend pods prepared for DSR. */
+  pods: number;
+  vips: string[];
+  /** Commands that changed something. */
+  changes: number;
+  failures: DsrFailure[];
+  /** Host-network backends, not prepared. */
+  hostNetwork: { ip: string; vips: string[] }[];
+}
+
+function dsrMetrics(registry: Registry) {
+  return {
+    pods: new Gauge({
+      name: "portable_lb_dsr_backend_pods",
+      help: "Backend pods on this node prepared for direct server return",
+      registers: [registry],
+    }),
+    vips: new Gauge({
+      name: "portable_lb_dsr_vips",
+      help: "DSR VIPs with a backend pod on this node",
+      registers: [registry],
+    }),
+    changes: new Counter({
+      name: "portable_lb_dsr_changes_total",
+      help: "Changes made to pods' and the node's DSR state",
+      registers: [registry],
+    }),
+    errors: new Counter({
+      name: "portable_lb_dsr_pod_errors_total",
+      help: "Backend pods whose DSR state could not be applied (see the log)",
+      registers: [registry],
+    }),
+    hostNetwork: new Gauge({
+      name: "portable_lb_dsr_host_network_backends",
+      help: "DSR backends on this node's own network (host-network pods): not served by DSR",
+      registers: [registry],
+    }),
+  };
+}
+
+const sysctlPath = (root: string, dev: string) => `${root}/ipv4/conf/${dev}/rp_filter`;
+
+export class DsrApplier {
+  private readonly o: DsrApplierOptions;
+  private readonly prefix: string[];
+  private readonly metrics: ReturnType<typeof dsrMetrics>;
+  private readonly netns: PodNetns;
+  /** Namespaces holding our state, with their pod's MTU (the node's MSS clamp follows the smallest). */
+  private readonly owned = new Map<string, number | undefined>();
+  private adopted = false;
+  private hostNetworkSeen = "";
+
+  constructor(o: DsrApplierOptions) {
+    this.o = o;
+    this.prefix = o.commandPrefix ?? [];
+    this.metrics = dsrMetrics(o.registry);
+    this.netns = new PodNetns(o.netnsDir, (path, args) => this.ipIn(path, args));
+  }
+
+  private node(tool: string, args: string[], input?: string): Promise<string> {
+    return run([...withPrefix(this.prefix, tool), ...args], input);
+  }
+
+  private inPod(path: string, tool: string, args: string[], input?: string): Promise<string> {
+    return run([...withPrefix(this.prefix, "nsenter"), `--net=${path}`, "--", tool, ...args], input);
+  }
+
+  private ipIn(path: string, args: string[]): Promise<string> {
+    return this.inPod(path, "ip", args);
+  }
+
+  /** Makes this node's DSR state follow `services`; never throws for one pod's failure. */
+  async apply(services: VirtualService[], nodeName: string): Promise<DsrReport> {
+    const nodeAddresses = podAddresses(await this.node("ip", ["-j", "-4", "addr", "show"]));
+    const plan = dsrPlan(services, nodeName, nodeAddresses);
+    this.reportHostNetwork(plan.hostNetwork);
+    if (!this.adopted) {
+      for (const path of await this.netns.all()) {
+        const s = await this.readPod(path, "").catch(() => undefined);
+        if (s && (s.device || s.vips.length > 0)) this.owned.set(path, undefined);
+      }
+      this.adopted = true;
+    }
+    const failures: DsrFailure[] = [];
+    const targets = new Map<string, { ip: string | undefined; vips: string[] }>();
+    for (const [ip, vips] of plan.pods) {
+      const path = await this.netns.find(ip);
+      if (path) targets.set(path, { ip, vips });
+      else
+        failures.push({
+          podIp: ip,
+          netns: undefined,
+          error: `no network namespace under ${this.o.netnsDir} holds the pod's address`,
+        });
+    }
+    for (const path of this.owned.keys())
+      if (!targets.has(path)) targets.set(path, { ip: undefined, vips: [] });
+    let changes = 0;
+    for (const [path, { ip, vips }] of targets) {
+      try {
+        const state = await this.readPod(path, ip ?? "");
+        if (ip && state.podMtu === undefined) this.netns.forget(path); // the address moved on
+        const steps = podSteps(state, vips);
+        for (const step of steps) await this.podStep(path, step);
+        changes += steps.length;
+        if (vips.length > 0) this.owned.set(path, state.podMtu);
+        else this.owned.delete(path);
+        if (steps.length > 0)
+          this.o.log.info({ podIp: ip, netns: path, vips, steps }, "pod DSR state updated");
+      } catch (err) {
+        // A namespace that is gone takes its state along.
+        if (!ip && !existsSync(path)) {
+          this.owned.delete(path);
+          continue;
+        }
+        const error = err instanceof Error ? err.message : String(err);
+        failures.push({ podIp: ip, netns: path, error });
+      }
+    }
+    for (const f of failures) {
+      this.metrics.errors.inc();
+      this.o.log.error(f, "pod DSR state not applied; the other pods go on");
+    }
+    const prepared = [...targets].filter(([path, t]) => t.vips.length > 0 && this.owned.has(path));
+    changes += await this.applyNode(
+      plan.vips,
+      prepared.map(([, t]) => t.ip!),
+      prepared.flatMap(([path]) => this.owned.get(path) ?? []),
+    );
+    this.metrics.changes.inc(changes);
+    this.metrics.pods.set(prepared.length);
+    this.metrics.vips.set(plan.vips.length);
+    return { pods: prepared.length, vips: plan.vips, changes, failures, hostNetwork: plan.hostNetwork };
+  }
+
+  private async readPod(path: string, podIp: string) {
+    const [addr, netconf] = [
+      await this.ipIn(path, ["-j", "-d", "addr", "show"]),
+      await this.ipIn(path, ["-4", "-j", "netconf", "show"]),
+    ];
+    return parsePodState(addr, netconf, podIp);
+  }
+
+  private async podStep(path: string, step: PodStep): Promise<void> {
+    if ("ip" in step) await this.ipIn(path, step.ip);
+    else await this.inPod(path, "tee", [sysctlPath(this.o.procSysNet, step.rpFilter)], `${step.value}\n`);
+  }
+
+  /** The node's table and rp_filter; returns how many changes were made. */
+  private async applyNode(vips: string[], podIps: string[], mtus: number[]): Promise<number> {
+    let changes = 0;
+    const netconf = podIps.length > 0 ? await this.node("ip", ["-4", "-j", "netconf", "show"]) : "[]";
+    // The pods' interfaces are looked up only when some interface is strict (not on every resync).
+    if (strictInterfaces(netconf, allInterfaces(netconf)).length > 0) {
+      const devices: string[] = [];
+      for (const ip of podIps) {
+        const dev = routeDevice(await this.node("ip", ["-j", "route", "get", ip]));
+        if (dev) devices.push(dev);
+      }
+      const strict = strictInterfaces(netconf, devices);
+      for (const dev of strict) {
+        await this.node("tee", [sysctlPath(this.o.procSysNet, dev)], `${LOOSE}\n`);
+        this.o.log.warn({ interface: dev }, "rp_filter strict -> loose: DSR replies leave pods from the VIP");
+      }
+      changes += strict.length;
+    }
+    let current;
+    try {
+      current = parseNodeTable(await this.node("nft", ["-j", "list", "table", "ip", DSR_NODE_TABLE]));
+    } catch (err) {
+      if (!(err instanceof CommandError && /No such file or directory/.test(err.stderr))) throw err;
+    }
+    const desired = desiredNodeTable(vips, mtus);
+    const script = nodeTableChange(current, desired);
+    if (script) {
+      await this.node("nft", ["-f", "-"], script);
+      this.o.log.info({ table: desired ?? null }, "node DSR table updated");
+      changes += 1;
+    }
+    return changes;
+  }
+
+  private reportHostNetwork(backends: DsrReport["hostNetwork"]): void {
+    this.metrics.hostNetwork.set(backends.length);
+    const key = JSON.stringify(backends);
+    if (key !== this.hostNetworkSeen && backends.length > 0)
+      this.o.log.warn(
+        { backends },
+        "DSR backends on the host network are not served by DSR (a VIP on the node's own lo would capture it for every pod); run them in the pod network, or use forwarding snat",
+      );
+    this.hostNetworkSeen = key;
+  }
+}

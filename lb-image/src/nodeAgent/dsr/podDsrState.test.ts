@@ -1,0 +1,176 @@
+import fc from "fast-check";
+import { DSR_BACKEND_MAC, DSR_DEVICE } from "../../dataplane/dsr/dsrTunnel.ts";
+import {
+  LO_LABEL,
+  parsePodState,
+  podAddresses,
+  podSteps,
+  type PodDsrState,
+  type PodStep,
+} from "./podDsrState.ts";
+
+const link = (ifname: string, o: Record<string, unknown> = {}, addrs: Record<string, unknown>[] = []) => ({
+  ifname,
+  mtu: 1500,
+  flags: ["UP"],
+  address: "aa:bb:cc:dd:ee:ff",
+  addr_info: addrs.map((a) => ({ family: "inet", prefixlen: 32, ...a })),
+  ...o,
+});
+const vxlan = (data: Record<string, unknown>) => ({ linkinfo: { info_kind: "vxlan", info_data: data } });
+const netconf = (all: string, dev?: string) =>
+  JSON.stringify([
+    { interface: "all", rp_filter: all },
+    ...(dev ? [{ interface: DSR_DEVICE, rp_filter: dev }] : []),
+  ]);
+
+describe("pod DSR state", () => {
+  const addr = JSON.stringify([
+    link("lo", { mtu: 65536, flags: ["LOOPBACK", "UP"] }, [
+      { local: "127.0.0.1", prefixlen: 8, label: "lo" },
+      { local: "10.1.1.10", label: LO_LABEL },
+      { local: "10.1.1.20", label: "lo" },
+    ]),
+    link("eth0", { mtu: 1450 }, [{ local: "10.244.1.5", prefixlen: 24, label: "eth0" }]),
+    link(DSR_DEVICE, {
+      mtu: 1400,
+      address: "02:70:6C:62:00:01",
+      ifalias: "portable-lb dsr; rp_filter.all was 2",
+      ...vxlan({ external: true, port: 4789 }),
+    }),
+  ]);
+
+  it("reads the pod's MTU, the device, our VIPs on lo (by label) and rp_filter", () => {
+    expect(parsePodState(addr, netconf("off", "off"), "10.244.1.5")).toEqual({
+      podMtu: 1450,
+      device: { contract: true, mtu: 1400, mac: DSR_BACKEND_MAC, up: true, rpFilterAllBefore: 2 },
+      vips: ["10.1.1.10"],
+      otherLo: ["127.0.0.1", "10.1.1.20"],
+      rpFilter: { all: 0, device: 0 },
+    } satisfies PodDsrState);
+    expect(podAddresses(addr)).toEqual(["10.244.1.5"]);
+    // Another pod's address: not here. A VXLAN device of another kind: not the contract's.
+    expect(parsePodState(addr, netconf("strict"), "10.244.1.6").podMtu).toBeUndefined();
+    const other = JSON.stringify([link(DSR_DEVICE, vxlan({ external: false, id: 5, port: 4789 }))]);
+    expect(parsePodState(other, netconf("loose"), "").device?.contract).toBe(false);
+    expect(parsePodState(other, netconf("loose"), "").rpFilter.all).toBe(2);
+  });
+
+  it("sets up a fresh pod: device, rp_filter off (all's value kept in the alias), VIPs labelled ours", () => {
+    const fresh = parsePodState(
+      JSON.stringify([link("lo"), link("eth0", { mtu: 1450 }, [{ local: "10.244.1.5", prefixlen: 24 }])]),
+      netconf("strict"),
+      "10.244.1.5",
+    );
+    expect(podSteps(fresh, ["10.1.1.10"])).toEqual([
+      { ip: "link add plb-dsr type vxlan external dstport 4789".split(" ") },
+      {
+        ip: [
+          ..."link set plb-dsr address 02:70:6c:62:00:01 mtu 1400 alias".split(" "),
+          "portable-lb dsr; rp_filter.all was 1",
+          "up",
+        ],
+      },
+      { rpFilter: "all", value: 0 },
+      { rpFilter: DSR_DEVICE, value: 0 },
+      { ip: `addr add 10.1.1.10/32 dev lo label ${LO_LABEL}`.split(" ") },
+    ]);
+  });
+
+  it("changes only what differs, never the pod's own addresses, and restores rp_filter on removal", () => {
+    const s = parsePodState(addr, netconf("off", "off"), "10.244.1.5");
+    expect(podSteps(s, ["10.1.1.10"])).toEqual([]);
+    // 10.1.1.20 is the pod's own: present, so not added; 10.1.1.10 is no longer wanted.
+    expect(podSteps(s, ["10.1.1.20", "10.1.1.11"])).toEqual([
+      { ip: `addr add 10.1.1.11/32 dev lo label ${LO_LABEL}`.split(" ") },
+      { ip: "addr del 10.1.1.10/32 dev lo".split(" ") },
+    ]);
+    expect(podSteps(s, [])).toEqual([
+      { ip: "addr del 10.1.1.10/32 dev lo".split(" ") },
+      { rpFilter: "all", value: 2 },
+      { ip: ["link", "del", DSR_DEVICE] },
+    ]);
+    expect(() => podSteps(parsePodState(addr, netconf("off"), "10.244.1.9"), ["10.1.1.10"])).toThrow(
+      /pod's own address is not in this network namespace/,
+    );
+  });
+
+  it("converges from any state in one pass, and a second pass changes nothing (property)", () => {
+    const vip = fc.constantFrom("10.1.1.1", "10.1.1.2", "10.1.1.3");
+    const state: fc.Arbitrary<PodDsrState> = fc
+      .record({
+        podMtu: fc.constantFrom(1450, 1500),
+        device: fc.option(
+          fc.record({
+            contract: fc.boolean(),
+            mtu: fc.constantFrom(1400, 1450, 1500),
+            mac: fc.constantFrom(DSR_BACKEND_MAC, "aa:aa:aa:aa:aa:aa"),
+            up: fc.boolean(),
+            rpFilterAllBefore: fc.constantFrom(undefined, 0, 1, 2),
+          }),
+          { nil: undefined },
+        ),
+        vips: fc.uniqueArray(vip).map((v) => v.sort()),
+        otherLo: fc.constant<string[]>(["127.0.0.1"]),
+        rpFilter: fc.record({ all: fc.constantFrom(0, 1, 2), device: fc.constantFrom(0, 1, 2) }),
+      })
+      .map((s) => ({ ...s, rpFilter: { ...s.rpFilter, device: s.device ? s.rpFilter.device : undefined } }));
+    fc.assert(
+      fc.property(state, fc.uniqueArray(vip), (s, want) => {
+        const after = simulate(s, podSteps(s, want));
+        expect(podSteps(after, want)).toEqual([]);
+        expect(after.vips).toEqual([...want].sort());
+        if (want.length > 0) {
+          expect(after.device).toMatchObject({
+            contract: true,
+            mtu: s.podMtu! - 50,
+            mac: DSR_BACKEND_MAC,
+            up: true,
+          });
+          expect(after.rpFilter).toEqual({ all: 0, device: 0 });
+          // Set up from scratch then removed: `all` is back where it was.
+          if (!s.device) expect(simulate(after, podSteps(after, [])).rpFilter.all).toBe(s.rpFilter.all);
+        } else expect(after.device).toBeUndefined();
+        expect(after.otherLo).toEqual(s.otherLo);
+      }),
+    );
+  });
+});
+
+/** What the kernel would make of the steps (a new device inherits rp_filter 1, as on many hosts). */
+function simulate(s: PodDsrState, steps: PodStep[]): PodDsrState {
+  const r: PodDsrState = structuredClone(s);
+  for (const step of steps) {
+    if ("rpFilter" in step) {
+      if (step.rpFilter === "all") r.rpFilter.all = step.value;
+      else r.rpFilter.device = step.value;
+      continue;
+    }
+    const [what, op, arg] = step.ip;
+    if (what === "addr" && op === "add") r.vips = [...r.vips, arg!.replace("/32", "")].sort();
+    else if (what === "addr" && op === "del") r.vips = r.vips.filter((v) => `${v}/32` !== arg);
+    else if (what === "link" && op === "del") {
+      r.device = undefined;
+      r.rpFilter.device = undefined;
+    } else if (what === "link" && op === "add") {
+      r.device = {
+        contract: true,
+        mtu: 1500,
+        mac: "aa:aa:aa:aa:aa:aa",
+        up: false,
+        rpFilterAllBefore: undefined,
+      };
+      r.rpFilter.device = 1;
+    } else if (what === "link" && op === "set") {
+      const at = (k: string) => step.ip[step.ip.indexOf(k) + 1]!;
+      r.device = {
+        ...r.device!,
+        mac: at("address"),
+        mtu: Number(at("mtu")),
+        up: true,
+        rpFilterAllBefore: Number(at("alias").split("was ")[1]),
+      };
+    } else throw new Error(`unexpected step ${step.ip.join(" ")}`);
+  }
+  return r;
+}

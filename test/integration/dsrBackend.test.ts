@@ -1,0 +1,323 @@
+// The backend side of direct server return, in network namespaces: a "node" with two "pods" on its
+// bridge, the applier run against them as the node agent runs it (its two capabilities, the node's
+// namespace, pod namespaces found in a runtime-like netns directory), and the packet path proven
+// end to end: a client's request to the VIP goes through the test's sender (the LB side's
+// stand-in, which encapsulates it to the pod), and the pod's answer goes from the VIP straight to
+// the client through the node. The node is strict about reverse paths and drops conntrack-INVALID
+// packets in FORWARD (as kube-proxy does); the pods inherit a strict rp_filter too.
+//
+//   client (10.30.0.2) ─ router ─ sender (10.31.0.2, VIPs routed here)
+//                          └──── node (10.32.0.2) ══ cni0 10.244.1.1/24 ══ pod-a .5, pod-b .6
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { pino } from "pino";
+import { Registry } from "prom-client";
+import { DSR_BACKEND_MAC, DSR_DEVICE } from "../../lb-image/src/dataplane/dsr/dsrTunnel.ts";
+import type { VirtualService } from "../../lb-image/src/dataplane/model.ts";
+import { DsrApplier, type DsrReport } from "../../lb-image/src/nodeAgent/dsr/dsrApplier.ts";
+import { DSR_NODE_TABLE, parseNodeTable } from "../../lb-image/src/nodeAgent/dsr/nodeDsrTable.ts";
+import { LO_LABEL } from "../../lb-image/src/nodeAgent/dsr/podDsrState.ts";
+import { lbConfigSchema } from "@portable-lb/core/config";
+import { startNodeAgent } from "../../lb-image/src/nodeAgent/nodeAgent.ts";
+import { getInside, startHttpEcho } from "../harness/netns/httpClient.ts";
+import { settle } from "../harness/settle.ts";
+import { testKubeConfig } from "../harness/testEnv.ts";
+import { ruleCounters, senderCounters, startDsrTestSender } from "../harness/netns/dsrTestSender.ts";
+import { NetnsLab, type LabNamespace } from "@portable-lb/lab";
+
+const NODE = "n1";
+const VIP = "10.1.1.10";
+const VIP2 = "10.1.1.11";
+const POD_A = "10.244.1.5";
+const POD_B = "10.244.1.6";
+const NODE_IP = "10.32.0.2";
+const CLIENT_IP = "10.30.0.2";
+const POD_MTU = 1450;
+const CLAMPED_MSS = POD_MTU - 50 - 40;
+
+let lab: NetnsLab;
+let client: LabNamespace;
+let sender: LabNamespace;
+let node: LabNamespace;
+let podA: LabNamespace;
+let podB: LabNamespace;
+/** The "runtime's" netns directory: bind mounts of the pods' namespaces (and a stray file). */
+let netnsDir: string | undefined;
+const mounts: string[] = [];
+const log = pino({ level: "warn" });
+
+const svc = (vip: string, backends: string[]): VirtualService => ({
+  vip,
+  port: 8080,
+  protocol: "tcp",
+  scheduler: "mh",
+  forwarding: "dsr",
+  backends: backends.map((ip) => ({ ip, port: 8080, weight: 1, nodeName: NODE })),
+});
+
+/** The node agent's commands: only NET_ADMIN and SYS_ADMIN, in the node's namespace. */
+const agentPrefix = () => [
+  "setpriv",
+  "--bounding-set=-all,+net_admin,+sys_admin",
+  "--",
+  "ip",
+  "netns",
+  "exec",
+  node.netns,
+];
+
+/** A new applier, as a (re)started node agent makes it. */
+function applier(registry = new Registry()): DsrApplier {
+  return new DsrApplier({
+    commandPrefix: agentPrefix(),
+    netnsDir: netnsDir!,
+    procSysNet: "/proc/sys/net",
+    log,
+    registry,
+  });
+}
+
+/** One GET from the client to VIP:8080, within 2 s; the echo's JSON, or the error. */
+async function ask(vip = VIP): Promise<{ backend?: string; client?: string; error?: string }> {
+  try {
+    return JSON.parse((await getInside(client, 8080, "/", { host: vip, timeoutMs: 2_000 })).body) as {
+      backend: string;
+      client: string;
+    };
+  } catch (err) {
+    return { error: (err as Error).message };
+  }
+}
+
+async function podState(ns: LabNamespace) {
+  const links = JSON.parse(await ns.ip("-j", "-d", "addr", "show")) as {
+    ifname: string;
+    ifindex: number;
+    mtu: number;
+    address: string;
+    addr_info: { local: string; label?: string }[];
+  }[];
+  const dev = links.find((l) => l.ifname === DSR_DEVICE);
+  const lo = links.find((l) => l.ifname === "lo")!;
+  return {
+    device: dev && { mtu: dev.mtu, mac: dev.address, ifindex: dev.ifindex },
+    vips: lo.addr_info.filter((a) => a.label === LO_LABEL).map((a) => a.local),
+    rpFilterAll: await ns.sysctl("net.ipv4.conf.all.rp_filter"),
+  };
+}
+
+async function nodeTable() {
+  const r = await node.exec("nft", ["-j", "list", "table", "ip", DSR_NODE_TABLE]);
+  return r.code === 0 ? parseNodeTable(r.stdout) : undefined;
+}
+
+const expectClean = (r: DsrReport) => expect(r.failures).toEqual([]);
+
+beforeAll(async () => {
+  lab = await NetnsLab.create("dsrbackend");
+  const router = await lab.namespace("router", { forwarding: true });
+  client = await lab.namespace("client");
+  sender = await lab.namespace("sender", { forwarding: true });
+  node = await lab.namespace("node", { forwarding: true });
+  await lab.link(client, router, { a: `${CLIENT_IP}/24`, b: "10.30.0.1/24" });
+  await lab.link(sender, router, { a: "10.31.0.2/24", b: "10.31.0.1/24", names: { a: "uplink" } });
+  await lab.link(node, router, { a: `${NODE_IP}/24`, b: "10.32.0.1/24" });
+  await client.defaultRoute("10.30.0.1");
+  await sender.defaultRoute("10.31.0.1");
+  await node.defaultRoute("10.32.0.1");
+  // The upstream router: VIPs to the LB (the sender), the pod network to the node.
+  for (const vip of [VIP, VIP2]) await router.route(`${vip}/32`, "10.31.0.2");
+  await router.route("10.244.1.0/24", NODE_IP);
+  const bridge = await lab.bridge(node, "cni0", "10.244.1.1/24");
+  for (const [ns, ip] of [
+    [(podA = await lab.namespace("pod-a")), POD_A],
+    [(podB = await lab.namespace("pod-b")), POD_B],
+  ] as const) {
+    await lab.attach(bridge, ns, `${ip}/24`, "eth0");
+    await ns.ip("link", "set", "eth0", "mtu", String(POD_MTU));
+    await ns.defaultRoute("10.244.1.1");
+    // Pods inherit the host's rp_filter; strict here, whatever the host has.
+    await ns.sysctl("net.ipv4.conf.all.rp_filter", "1");
+    await startHttpEcho(ns, { port: 8080, name: ns.name });
+  }
+  // The node as many distributions ship it (strict reverse-path filter), with kube-proxy's drop.
+  await node.sysctl("net.ipv4.conf.all.rp_filter", "1");
+  await node.sysctl("net.ipv4.conf.cni0.rp_filter", "1");
+  await node.run("nft", ["-f", "-"], {
+    input: [
+      "table ip kubeproxy_like {",
+      "  chain forward { type filter hook forward priority filter; policy accept;",
+      "    ct state invalid counter drop",
+      "  }",
+      "}",
+    ].join("\n"),
+  });
+  // The client counts the SYN-ACKs it gets, and those whose MSS leaves room for the tunnel.
+  await client.run("nft", ["-f", "-"], {
+    input: [
+      "table ip observe {",
+      "  chain in { type filter hook input priority filter; policy accept;",
+      "    tcp flags & (syn | ack) == syn | ack counter",
+      `    tcp flags & (syn | ack) == syn | ack tcp option maxseg size ${CLAMPED_MSS} counter`,
+      "  }",
+      "}",
+    ].join("\n"),
+  });
+  await startDsrTestSender(sender, { uplink: "uplink", vips: [VIP, VIP2], podIp: POD_A });
+  // The runtime's netns directory: the pods' namespaces, bind-mounted as containerd keeps them,
+  // and a file that is no namespace at all.
+  netnsDir = mkdtempSync("/run/plb-dsr-netns-");
+  for (const ns of [podA, podB]) {
+    const file = join(netnsDir, `cni-${ns.name}`);
+    writeFileSync(file, "");
+    execFileSync("mount", ["--bind", `/run/netns/${ns.netns}`, file]);
+    mounts.push(file);
+  }
+  writeFileSync(join(netnsDir, "not-a-namespace"), "");
+});
+
+afterAll(async () => {
+  for (const m of mounts) execFileSync("umount", [m]);
+  if (netnsDir) rmSync(netnsDir, { recursive: true, force: true });
+  await lab?.destroy();
+});
+
+describe("DSR backend side in network namespaces", () => {
+  it("prepares the pod and the node, and the client gets its answer from the VIP directly", async () => {
+    // Nothing prepared: the encapsulated request is dropped in the pod.
+    expect((await ask()).error).toBeDefined();
+    const report = await applier().apply([svc(VIP, [POD_A])], NODE);
+    expectClean(report);
+    expect(report).toMatchObject({ pods: 1, vips: [VIP], hostNetwork: [] });
+    expect(await podState(podA)).toMatchObject({
+      device: { mtu: POD_MTU - 50, mac: DSR_BACKEND_MAC },
+      vips: [VIP],
+      rpFilterAll: "0",
+    });
+    expect(await podA.sysctl(`net.ipv4.conf.${DSR_DEVICE}.rp_filter`)).toBe("0");
+    // The other pod serves no DSR VIP: untouched.
+    expect(await podState(podB)).toEqual({ device: undefined, vips: [], rpFilterAll: "1" });
+    expect(await nodeTable()).toEqual({ vips: [VIP], mss: CLAMPED_MSS });
+    expect(await node.sysctl("net.ipv4.conf.all.rp_filter")).toBe("2");
+    expect(await node.sysctl("net.ipv4.conf.cni0.rp_filter")).toBe("2");
+
+    for (let i = 0; i < 10; i++) expect(await ask()).toMatchObject({ backend: VIP, client: CLIENT_IP });
+    const { encapsulated, replies } = await senderCounters(sender);
+    expect(encapsulated).toBeGreaterThan(0);
+    expect(replies).toBe(0);
+    const [synAcks, clamped] = await ruleCounters(client, "observe");
+    expect(synAcks).toBe(10);
+    expect(clamped).toBe(10);
+    // Applied again: nothing to change.
+    expect((await applier().apply([svc(VIP, [POD_A])], NODE)).changes).toBe(0);
+  });
+
+  it("repairs drift: the VIP off lo, the node's table deleted, rp_filter made strict again", async () => {
+    const agent = applier();
+    await agent.apply([svc(VIP, [POD_A])], NODE);
+    await podA.ip("addr", "del", `${VIP}/32`, "dev", "lo");
+    expect((await ask()).error).toBeDefined();
+    expect((await agent.apply([svc(VIP, [POD_A])], NODE)).changes).toBe(1);
+    expect(await ask()).toMatchObject({ backend: VIP });
+    // Without notrack the node's conntrack sees a SYN-ACK it never saw the SYN of: INVALID, dropped.
+    await node.run("nft", ["delete", "table", "ip", DSR_NODE_TABLE]);
+    expect((await ask()).error).toBeDefined();
+    const [invalidDrops = 0] = await ruleCounters(node, "kubeproxy_like");
+    expect(invalidDrops).toBeGreaterThan(0);
+    expect((await agent.apply([svc(VIP, [POD_A])], NODE)).changes).toBe(1);
+    expect(await ask()).toMatchObject({ backend: VIP });
+    // Strict reverse-path checks, in the pod (the request arrives on the tunnel device, the route
+    // back is eth0) and on the node (the reply's source, the VIP, is routed elsewhere), drop it.
+    // (The effective value is max(all, device): the node's cni0 is made strict too.)
+    for (const [ns, devices] of [
+      [podA, ["all"]],
+      [node, ["all", "cni0"]],
+    ] as const) {
+      for (const dev of devices) await ns.sysctl(`net.ipv4.conf.${dev}.rp_filter`, "1");
+      expect((await ask()).error).toBeDefined();
+      expect((await agent.apply([svc(VIP, [POD_A])], NODE)).changes).toBe(devices.length);
+      expect(await ask()).toMatchObject({ backend: VIP });
+    }
+  });
+
+  it("adopts what it finds after a restart, without churn", async () => {
+    const before = await podState(podA);
+    const registry = new Registry();
+    const report = await applier(registry).apply([svc(VIP, [POD_A])], NODE);
+    expectClean(report);
+    expect(report.changes).toBe(0);
+    expect(await podState(podA)).toEqual(before);
+    expect(await registry.getSingleMetricAsString("portable_lb_dsr_backend_pods")).toMatch(/ 1$/);
+  });
+
+  it("serves several pods and VIPs, reports host-network and missing pods, and goes on", async () => {
+    const registry = new Registry();
+    const report = await applier(registry).apply(
+      [svc(VIP, [POD_A, NODE_IP]), svc(VIP2, [POD_A, POD_B, "10.244.1.99"])],
+      NODE,
+    );
+    expect(report.hostNetwork).toEqual([{ ip: NODE_IP, vips: [VIP] }]);
+    expect(report.failures).toEqual([
+      expect.objectContaining({ podIp: "10.244.1.99", error: expect.stringMatching(/no network namespace/) }),
+    ]);
+    expect(report).toMatchObject({ pods: 2, vips: [VIP, VIP2] });
+    expect((await podState(podA)).vips).toEqual([VIP, VIP2]);
+    expect((await podState(podB)).vips).toEqual([VIP2]);
+    expect(await nodeTable()).toEqual({ vips: [VIP, VIP2], mss: CLAMPED_MSS });
+    // The node itself is never prepared.
+    expect(JSON.parse(await node.ip("-j", "link", "show"))).not.toContainEqual(
+      expect.objectContaining({ ifname: DSR_DEVICE }),
+    );
+    expect(await registry.getSingleMetricAsString("portable_lb_dsr_host_network_backends")).toMatch(/ 1$/);
+    expect(await registry.getSingleMetricAsString("portable_lb_dsr_pod_errors_total")).toMatch(/ 1$/);
+    expect(await ask(VIP2)).toMatchObject({ backend: VIP2, client: CLIENT_IP });
+  });
+
+  it("undoes it all when pods and Services go: VIPs, devices, pod rp_filter, the node's table", async () => {
+    const agent = applier();
+    // VIP leaves pod A's services: only its address goes.
+    expectClean(await agent.apply([svc(VIP2, [POD_A, POD_B])], NODE));
+    expect((await podState(podA)).vips).toEqual([VIP2]);
+    expect(await nodeTable()).toEqual({ vips: [VIP2], mss: CLAMPED_MSS });
+    // Pod A serves nothing any more: its device goes and its rp_filter is what it was.
+    expectClean(await agent.apply([svc(VIP2, [POD_B])], NODE));
+    expect(await podState(podA)).toEqual({ device: undefined, vips: [], rpFilterAll: "1" });
+    expect((await podState(podB)).device).toBeDefined();
+    // No DSR backend left on the node: no table; a restarted agent cleans up what it finds too.
+    expectClean(await applier().apply([], NODE));
+    expect(await podState(podB)).toEqual({ device: undefined, vips: [], rpFilterAll: "1" });
+    expect(await nodeTable()).toBeUndefined();
+    expect((await ask(VIP2)).error).toBeDefined();
+  });
+
+  it("is run by the node agent: state left for a Service that is gone is removed", async () => {
+    expectClean(await applier().apply([svc(VIP, [POD_A])], NODE));
+    expect((await podState(podA)).vips).toEqual([VIP]);
+    // The run's API server holds no DSR Service with a backend on this node.
+    const agent = await startNodeAgent({
+      config: lbConfigSchema.parse({
+        routingMode: "bgp",
+        podCidr: "10.244.0.0/16",
+        vipPools: [{ name: "web", cidr: "10.1.1.0/24" }],
+        bgp: { asn: 64512, routeReflectors: ["10.0.0.5"] },
+      }),
+      kubeconfig: testKubeConfig(),
+      log,
+      nodeName: NODE,
+      namespace: `dsrbackend-${process.pid}`,
+      commandPrefix: agentPrefix(),
+      httpPort: 0,
+      httpHost: "127.0.0.1",
+      dsr: { netnsDir: netnsDir!, procSysNet: "/proc/sys/net", resyncMs: 500 },
+    });
+    try {
+      await settle(async () => (await podState(podA)).device === undefined);
+      expect(await podState(podA)).toEqual({ device: undefined, vips: [], rpFilterAll: "1" });
+      expect(await nodeTable()).toBeUndefined();
+      expect(await agent.registry.getSingleMetricAsString("portable_lb_dsr_vips")).toMatch(/ 0$/);
+    } finally {
+      await agent.stop();
+    }
+  });
+});
