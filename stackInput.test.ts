@@ -50,7 +50,7 @@ const lab = () => ({
   ...settings(),
   environment: { kind: "lab", lbNodes: 3 } as Record<string, unknown>,
   network: { ...settings().network, nodeCidr: "192.168.100.0/24" },
-  loadBalancer: { replicas: 3, dataPlane: { mode: "nftables" }, bgp: { asn: 64512 } } as Record<
+  loadBalancer: { replicas: 3, dataPlane: { engine: "nftables" }, bgp: { asn: 64512 } } as Record<
     string,
     unknown
   >,

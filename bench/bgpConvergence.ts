@@ -399,7 +399,7 @@ async function main(): Promise<void> {
       routingMode: "bgp",
       podCidr: POD_CIDR,
       vipPools: [{ name: "web", cidr: POOL, avoidBuggyIps: true }],
-      dataPlane: { mode: "nftables" },
+      dataPlane: { engine: "nftables" },
       bgp: { asn: ASN, routeReflectors: ecmp.reflectorAddresses(), ...timing },
       // The drain after a stop's withdrawal is not what this measures: its shortest quiet period
       // keeps 201 stop events from adding 10 minutes.

@@ -98,7 +98,7 @@ const lbConfig: LbConfigInput = {
   routingMode: "bgp",
   podCidr: POD_CIDR,
   vipPools: [{ name: "bench", cidr: VIP_POOL }],
-  dataPlane: { mode: "nftables" },
+  dataPlane: { engine: "nftables" },
   bgp: { asn: 64512, routeReflectors: ["10.0.0.5"] },
 };
 

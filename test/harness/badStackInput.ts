@@ -20,7 +20,7 @@ export function firstTrySettings(notKubeconfig: string): Record<string, unknown>
     loadBalancer: {
       replicas: 3,
       image: "registry.example.com/portable-lb/lb:1",
-      dataplane: { mode: "nftables" },
+      dataplane: { engine: "nftables" },
       bgp: { asn: 64512, bfd: { minRxMs: -100 } },
       routeReflectors: [{ node: "rr1", address: "10.0.0.5" }],
     },
@@ -36,7 +36,7 @@ export function firstTryProblems(notKubeconfig: string): string[] {
     'network.vipPools[0].cidr: IPv6 is not supported yet; use an IPv4 prefix like 10.0.0.0/24 (got "fd00::/64")',
     'flannel.backnd: is not a known key; did you mean "backend"? (got "udp")',
     "loadBalancer.bgp.bfd.minRxMs: must be a whole number from 10 to 10000 (got -100)",
-    'loadBalancer.dataplane: is not a known key; did you mean "dataPlane"? (got {"mode":"nftables"})',
+    'loadBalancer.dataplane: is not a known key; did you mean "dataPlane"? (got {"engine":"nftables"})',
     "loadBalancer.replicas: 3 LB pods need 3 LB nodes (one pod per node) but only 2 are labelled; label more nodes or lower replicas (got 3)",
   ];
 }

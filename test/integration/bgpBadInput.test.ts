@@ -42,7 +42,7 @@ function config(c: Case): LbConfigInput {
     routingMode: "bgp",
     podCidr: POD_CIDR,
     vipPools: [{ name: "bad", cidr: POOL, avoidBuggyIps: true }],
-    dataPlane: { mode: "nftables" },
+    dataPlane: { engine: "nftables" },
     bgp: {
       asn: CASES[c].asn,
       routeReflectors: ecmp.reflectorAddresses(),

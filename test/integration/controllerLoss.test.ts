@@ -32,7 +32,7 @@ const config: LbConfigInput = {
   routingMode: "bgp",
   podCidr: "10.244.0.0/16",
   vipPools: [{ name: "web", cidr: "10.1.5.0/24", avoidBuggyIps: true }],
-  dataPlane: { mode: "nftables" },
+  dataPlane: { engine: "nftables" },
   bgp: { asn: 64512, routeReflectors: [RR_IP], gracefulRestartS: 120, ...timing },
 };
 

@@ -26,7 +26,7 @@ const config = lbConfigSchema.parse({
   routingMode: "bgp",
   podCidr: "10.244.0.0/16",
   vipPools: [{ name: "web", cidr: "10.1.3.0/24", avoidBuggyIps: true }],
-  dataPlane: { mode: "nftables" },
+  dataPlane: { engine: "nftables" },
   bgp: { asn: 64512, routeReflectors: ["10.0.0.5"] },
 });
 const VIP = "10.1.3.1";

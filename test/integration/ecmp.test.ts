@@ -52,7 +52,7 @@ function lbConfig(group: Group): LbConfigInput {
     routingMode: "bgp",
     podCidr: POD_CIDR,
     vipPools: [{ name: group, cidr: g.pool, avoidBuggyIps: true }],
-    dataPlane: { mode: "nftables" },
+    dataPlane: { engine: "nftables" },
     bgp: { asn: ASN, routeReflectors: ecmp.reflectorAddresses(), gracefulRestartS: 120, ...timing },
   };
 }

@@ -20,7 +20,7 @@ const config = lbConfigSchema.parse({
   routingMode: "bgp",
   podCidr: "10.244.0.0/16",
   vipPools: [{ name: "web", cidr: "10.1.1.0/24", avoidBuggyIps: true }],
-  dataPlane: { mode: "nftables" },
+  dataPlane: { engine: "nftables" },
   bgp: { asn: 64512, routeReflectors: ["10.0.0.5"] },
 });
 const BACKENDS = ["b1", "b2", "b3"].map((name, i) => ({ name, ip: `10.244.0.${11 + i}` }));

@@ -26,7 +26,7 @@ const config = lbConfigSchema.parse({
   podCidr: "10.244.0.0/16",
   // .0 and .255 are valid VIPs, but some clients refuse them; start at .1 as lbController.test does.
   vipPools: [{ name: "web", cidr: "10.1.2.0/24", avoidBuggyIps: true }],
-  dataPlane: { mode: "nftables" },
+  dataPlane: { engine: "nftables" },
   bgp: { asn: 64512, routeReflectors: ["10.0.0.5"] },
 });
 const VIP = "10.1.2.1";

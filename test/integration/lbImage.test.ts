@@ -45,7 +45,7 @@ const config = lbConfigSchema.parse({
   podCidr: "10.244.0.0/16",
   vipPools: [{ name: "web", cidr: "10.1.3.0/24", avoidBuggyIps: true }],
   bgp: { asn: 64512, routeReflectors: ["10.0.0.5"] },
-  dataPlane: { mode: "nftables" },
+  dataPlane: { engine: "nftables" },
 });
 const lbSpec = lbPodSpec({
   config,

@@ -23,7 +23,7 @@ const config = lbConfigSchema.parse({
   routingMode: "bgp",
   podCidr: "10.244.0.0/16",
   vipPools: [{ name: "web", cidr: "10.1.1.0/24", avoidBuggyIps: true }],
-  dataPlane: { mode: "nftables" },
+  dataPlane: { engine: "nftables" },
   bgp: { asn: 64512, routeReflectors: ["10.0.0.5"] },
 });
 // Each Service has its own backend, so an answer names the Service a VIP reached.

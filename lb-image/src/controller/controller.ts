@@ -97,7 +97,8 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
   const events = new EventSink(core, o.log);
   const engine =
     o.engine ??
-    chooseEngine(o.config.dataPlane.mode, undefined, {
+    // DSR runs on the nftables engine (the config refuses dsr with engine ipvs; auto picks nftables).
+    chooseEngine(o.config.dataPlane.mode === "dsr" ? "nftables" : o.config.dataPlane.engine, undefined, {
       ipvsadm: withPrefix(prefix, "ipvsadm"),
       nft: withPrefix(prefix, "nft"),
       ip: withPrefix(prefix, "ip"),

@@ -294,6 +294,7 @@ export class Reconciler {
       slices: view.slices(),
       loadBalancerClass: config.loadBalancerClass,
       scheduler: config.dataPlane.scheduler,
+      forwarding: config.dataPlane.mode,
       cache: this.desiredCache,
       ...(this.d.health && { isUnhealthy: (t) => this.d.health!.isUnhealthy(t) }),
     });

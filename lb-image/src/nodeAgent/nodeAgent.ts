@@ -238,6 +238,8 @@ function startDsr(
         slices: [...cluster.slices.list()],
         loadBalancerClass: o.config.loadBalancerClass,
         scheduler: o.config.dataPlane.scheduler,
+        // The controller's own decision (same function, same inputs): which ports are DSR.
+        forwarding: o.config.dataPlane.mode,
       });
       await applier.apply(services, o.nodeName);
     },

@@ -20,6 +20,8 @@ export interface ClusterEnvironment {
    * dependency, not an input: one of them replaced must not make the cluster's provider look new.
    */
   dependsOn?: pulumi.Resource[];
+  /** Where its nodes' container runtime keeps pods' network namespaces, when not /run/netns (the lab's). */
+  podNetnsDir?: string;
   /** A flanneld image the environment itself provides (the lab's local build), for Flannel's DaemonSet. */
   flannelImage?: string;
 }

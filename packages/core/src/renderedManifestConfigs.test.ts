@@ -35,7 +35,7 @@ describe("rendered ConfigMap configs", () => {
         routingMode: "cloud-routes",
         podCidr: "10.244.0.0/16",
         vipPools: [{ name: "web", cidr: "10.1.1.0/24", avoidBuggyIps: true }],
-        dataPlane: { mode: "nftables", scheduler: "rr" },
+        dataPlane: { engine: "nftables", scheduler: "rr" },
         cloudRoutes: { cloud: "aws", routeTableIds: ["rtb-0abc"] },
       },
     ],

@@ -61,7 +61,7 @@ export abstract class CloudRouteRig {
         { name: "web", cidr: `${vips[0]!.split(".").slice(0, 3).join(".")}.0/24` },
         ...(this.o.extraPools ?? []).map((cidr, i) => ({ name: `extra-${i}`, cidr })),
       ],
-      dataPlane: { mode: "nftables" },
+      dataPlane: { engine: "nftables" },
       cloudRoutes: { ...cloudRoutes, ...this.o.cloudRoutes },
     };
     writeFileSync(join(this.dir, "config.json"), JSON.stringify(config));

@@ -62,8 +62,8 @@ describe("PortableCluster's input check", () => {
     ],
     [
       "a misspelled dataPlane",
-      (a) => (a.loadBalancer.dataplane = { mode: "nftables" }),
-      'loadBalancer.dataplane: is not a known key; did you mean "dataPlane"? (got {"mode":"nftables"})',
+      (a) => (a.loadBalancer.dataplane = { engine: "nftables" }),
+      'loadBalancer.dataplane: is not a known key; did you mean "dataPlane"? (got {"engine":"nftables"})',
     ],
     [
       "a misspelled bfd.minRxMs",
@@ -107,7 +107,7 @@ describe("PortableCluster's input check", () => {
     args.network.serviceCidr = "10.244.128.0/17";
     args.flannel = { backnd: "udp" };
     args.routing = "ospf";
-    args.loadBalancer.dataplane = { mode: "nftables" };
+    args.loadBalancer.dataplane = { engine: "nftables" };
     args.loadBalancer.bgp.bfd = { minRxMs: -100, minRx: 5 };
     expect(await problemsOf(args)).toEqual([
       'network.serviceCidr: overlaps network.podCidr (10.244.0.0/16); give each network its own addresses (got "10.244.128.0/17")',
@@ -115,7 +115,7 @@ describe("PortableCluster's input check", () => {
       'routing: must be one of: auto, bgp, cloud-routes (got "ospf")',
       "loadBalancer.bgp.bfd.minRxMs: must be a whole number from 10 to 10000 (got -100)",
       'loadBalancer.bgp.bfd.minRx: is not a known key; did you mean "minRxMs"? (got 5)',
-      'loadBalancer.dataplane: is not a known key; did you mean "dataPlane"? (got {"mode":"nftables"})',
+      'loadBalancer.dataplane: is not a known key; did you mean "dataPlane"? (got {"engine":"nftables"})',
       "loadBalancer.replicas: 3 LB pods need 3 LB nodes (one pod per node) but only 2 are labelled; label more nodes or lower replicas (got 3)",
     ]);
   });
@@ -153,10 +153,16 @@ describe("PortableCluster's input check", () => {
       "loadBalancer.replicas: must be a whole number from 1 to 100 (got 0)",
     ],
     [
-      "loadBalancer.dataPlane.mode",
+      "loadBalancer.dataPlane.engine",
       good,
-      (a) => (a.loadBalancer.dataPlane = { mode: "ipvss" }),
-      'loadBalancer.dataPlane.mode: must be one of: auto, ipvs, nftables; did you mean "ipvs"? (got "ipvss")',
+      (a) => (a.loadBalancer.dataPlane = { engine: "ipvss" }),
+      'loadBalancer.dataPlane.engine: must be one of: auto, ipvs, nftables; did you mean "ipvs"? (got "ipvss")',
+    ],
+    [
+      "loadBalancer.dataPlane.mode (the engine's old place)",
+      good,
+      (a) => (a.loadBalancer.dataPlane = { mode: "nftables" }),
+      'loadBalancer.dataPlane.mode: must be dsr or snat; the engine (auto, ipvs, nftables) is set in dataPlane.engine (got "nftables")',
     ],
     [
       "loadBalancer.dataPlane.scheduler",
@@ -210,7 +216,7 @@ describe("PortableCluster's input check", () => {
       "loadBalancer.drain.quietS",
       good,
       (a) => {
-        a.loadBalancer.dataPlane = { mode: "nftables" };
+        a.loadBalancer.dataPlane = { engine: "nftables" };
         a.loadBalancer.drain = { quietS: 0.1 };
       },
       "loadBalancer.drain.quietS: must be a number from 0.5 to 60 (got 0.1)",

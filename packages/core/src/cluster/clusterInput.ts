@@ -8,6 +8,7 @@ import { asn, bfdSchema, bgpTimersSchema } from "../config/bgpSettings.ts";
 import { cidrContains } from "../config/cidr.ts";
 import {
   checkDrain,
+  checkForwarding,
   dataPlaneSchema,
   drainSchema,
   gracefulRestartS,
@@ -63,7 +64,9 @@ export const loadBalancerInputSchema = z
     drain: drainSchema.optional(),
   })
   .superRefine((lb, ctx) => {
-    if (lb.drain) checkDrain(lb.dataPlane?.mode ?? "auto", lb.drain, ctx, ["drain"]);
+    if (lb.drain) checkDrain(lb.dataPlane?.engine ?? "auto", lb.drain, ctx, ["drain"]);
+    // The routing mode comes from the environment: checked with it in the LB's own config.
+    if (lb.dataPlane) checkForwarding(lb.dataPlane, undefined, ctx, ["dataPlane", "mode"]);
   });
 
 export type FlannelInput = z.input<typeof flannelInputSchema>;

@@ -7,7 +7,7 @@ import * as pulumi from "@pulumi/pulumi";
 import type { z } from "zod";
 import { MULTIPATH_HASH_ADVICE, renderUpstreamRouterFrr } from "../bgp/index.ts";
 import type { bfdSchema, bgpTimersSchema } from "../config/bgpSettings.ts";
-import type { DATA_PLANES, SCHEDULERS, lbCloudRoutesSchema } from "../config/lbConfig.ts";
+import type { DATA_PLANES, FORWARDING_MODES, SCHEDULERS, lbCloudRoutesSchema } from "../config/lbConfig.ts";
 import { DEFAULT_LOAD_BALANCER_CLASS, type LbConfigInput } from "../config/lbConfig.ts";
 import type { VipPool } from "../config/vipPool.ts";
 import type { ClusterEnvironment } from "../environment.ts";
@@ -31,7 +31,11 @@ export interface PortableClusterArgs {
     image?: string;
     nodeSelector?: Record<string, string>;
     loadBalancerClass?: string;
-    dataPlane?: { mode?: (typeof DATA_PLANES)[number]; scheduler?: (typeof SCHEDULERS)[number] };
+    dataPlane?: {
+      engine?: (typeof DATA_PLANES)[number];
+      mode?: (typeof FORWARDING_MODES)[number];
+      scheduler?: (typeof SCHEDULERS)[number];
+    };
     /** BGP mode: the iBGP AS, timers and the session password (a Pulumi secret). */
     bgp?: {
       asn: number;
@@ -132,6 +136,7 @@ export class PortableCluster extends pulumi.ComponentResource {
         image,
         ...(lbArgs.nodeSelector && { nodeSelector: lbArgs.nodeSelector }),
         ...(bgp && lbArgs.bgp?.password !== undefined && { bgpPassword: lbArgs.bgp.password }),
+        ...(env.podNetnsDir !== undefined && { podNetnsDir: env.podNetnsDir }),
         ...(args.skipAwait && { skipAwait: true }),
       },
       // LB pods need pod networking: flannel first.

@@ -16,6 +16,8 @@ export { asn, bfdSchema, bgpTimersSchema, type BfdSettings, type BgpTimerSetting
 export { checkPoolsDistinct, vipPoolSchema, type VipPool } from "./vipPool.ts";
 export {
   DATA_PLANES,
+  FORWARDING_MODES,
+  checkForwarding,
   DEFAULT_LOAD_BALANCER_CLASS,
   ROUTING_MODES,
   SCHEDULERS,

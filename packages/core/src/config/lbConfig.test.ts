@@ -17,7 +17,7 @@ describe("lbConfigSchema", () => {
       routingMode: "bgp",
       podCidr: "10.244.0.0/16",
       vipPools: [{ name: "default", cidr: "10.1.1.0/24", avoidBuggyIps: false }],
-      dataPlane: { mode: "auto", scheduler: "mh" },
+      dataPlane: { engine: "auto", mode: "snat", scheduler: "mh" },
       bgp: {
         asn: 64512,
         routeReflectors: ["10.0.0.5"],
@@ -31,7 +31,7 @@ describe("lbConfigSchema", () => {
   });
 
   it("takes a short quiet period where the counters are exact (nftables)", () => {
-    expect(parse({ ...good, dataPlane: { mode: "nftables" }, drain: { quietS: 1 } }).drain).toEqual({
+    expect(parse({ ...good, dataPlane: { engine: "nftables" }, drain: { quietS: 1 } }).drain).toEqual({
       quietS: 1,
       timeoutS: 30,
     });
@@ -140,8 +140,28 @@ describe("lbConfigSchema", () => {
     ],
     [
       "a quiet period shorter than IPVS's counter refresh",
-      { ...good, dataPlane: { mode: "ipvs" }, drain: { quietS: 1 } },
-      "lb.drain.quietS: must be at least 2.5 with dataPlane.mode ipvs (IPVS updates its connection counters every 2 s); raise it, or use dataPlane.mode nftables (got 1)",
+      { ...good, dataPlane: { engine: "ipvs" }, drain: { quietS: 1 } },
+      "lb.drain.quietS: must be at least 2.5 with dataPlane.engine ipvs (IPVS updates its connection counters every 2 s); raise it, or use dataPlane.engine nftables (got 1)",
+    ],
+    [
+      "DSR with cloud routes",
+      {
+        ...good,
+        routingMode: "cloud-routes",
+        cloudRoutes: { cloud: "aws", routeTableIds: ["rtb-0abc"] },
+        dataPlane: { mode: "dsr" },
+      },
+      'lb.dataPlane.mode: dsr cannot be used with routingMode cloud-routes: the cloud drops replies that leave a backend\'s node with the VIP as their source; use snat (got "dsr")',
+    ],
+    [
+      "DSR on the IPVS engine",
+      { ...good, dataPlane: { mode: "dsr", engine: "ipvs" }, drain: { quietS: 3 } },
+      'lb.dataPlane.mode: dsr runs on the nftables engine, not ipvs (the backends decapsulate VXLAN, not IPVS\'s IPIP); set dataPlane.engine to auto or nftables, or mode to snat (got "dsr")',
+    ],
+    [
+      "the engine where the forwarding mode goes",
+      { ...good, dataPlane: { mode: "ipvs" } },
+      'lb.dataPlane.mode: must be dsr or snat; the engine (auto, ipvs, nftables) is set in dataPlane.engine (got "ipvs")',
     ],
     [
       "same ports",

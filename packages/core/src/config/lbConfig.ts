@@ -10,6 +10,8 @@ export const DEFAULT_LOAD_BALANCER_CLASS = "portable-lb.io/ecmp";
 export const ROUTING_MODES = ["bgp", "cloud-routes"] as const;
 export const SCHEDULERS = ["mh", "rr", "wrr", "lc"] as const;
 export const DATA_PLANES = ["auto", "ipvs", "nftables"] as const;
+/** How flows reach backends: direct server return, or through the LB (source NAT). */
+export const FORWARDING_MODES = ["dsr", "snat"] as const;
 
 /** How often the kernel refreshes the IPVS counters the drain watches. */
 export const IPVS_COUNTER_LAG_S = 2;
@@ -26,7 +28,16 @@ export const loadBalancerClassSchema = z
   });
 
 export const dataPlaneSchema = z.strictObject({
-  mode: z.enum(DATA_PLANES).default("auto"),
+  engine: z.enum(DATA_PLANES).default("auto"),
+  // SNAT until the lab and on-premises environments default to DSR (issue 16).
+  mode: z
+    .enum(FORWARDING_MODES, {
+      error: (issue) =>
+        (DATA_PLANES as readonly unknown[]).includes(issue.input)
+          ? "must be dsr or snat; the engine (auto, ipvs, nftables) is set in dataPlane.engine"
+          : "must be dsr or snat",
+    })
+    .default("snat"),
   // Maglev hashing by default: behind ECMP every LB pod must pick the same backend for a flow.
   scheduler: z.enum(SCHEDULERS).default("mh"),
 });
@@ -41,7 +52,7 @@ export const drainSchema = z.strictObject({
 
 /** The drain checks that need the data plane too; `path` is where the drain settings are. */
 export function checkDrain(
-  mode: (typeof DATA_PLANES)[number],
+  engine: (typeof DATA_PLANES)[number],
   drain: z.output<typeof drainSchema>,
   ctx: z.RefinementCtx,
   path: PropertyKey[],
@@ -54,11 +65,40 @@ export function checkDrain(
     });
   // IPVS folds its connection counters every 2 s: a shorter quiet period would end the drain
   // while connections still arrive.
-  if (mode !== "nftables" && drain.quietS < IPVS_COUNTER_LAG_S + 0.5)
+  if (engine !== "nftables" && drain.quietS < IPVS_COUNTER_LAG_S + 0.5)
     ctx.addIssue({
       code: "custom",
       path: [...path, "quietS"],
-      message: `must be at least ${IPVS_COUNTER_LAG_S + 0.5} with dataPlane.mode ${mode} (IPVS updates its connection counters every ${IPVS_COUNTER_LAG_S} s); raise it, or use dataPlane.mode nftables`,
+      message: `must be at least ${IPVS_COUNTER_LAG_S + 0.5} with dataPlane.engine ${engine} (IPVS updates its connection counters every ${IPVS_COUNTER_LAG_S} s); raise it, or use dataPlane.engine nftables`,
+    });
+}
+
+/**
+ * What DSR cannot serve, refused where it is configured rather than black-holed at run time: cloud
+ * routes (the cloud drops replies that leave a backend's node with the VIP as source: AWS's
+ * source/destination check, GCP's anti-spoofing), and IPVS (its tunnel mode encapsulates in IPIP,
+ * which the backend side does not decapsulate; DSR runs on the nftables engine).
+ */
+export function checkForwarding(
+  dataPlane: { engine: (typeof DATA_PLANES)[number]; mode: (typeof FORWARDING_MODES)[number] },
+  routingMode: (typeof ROUTING_MODES)[number] | undefined,
+  ctx: z.RefinementCtx,
+  path: PropertyKey[],
+): void {
+  if (dataPlane.mode !== "dsr") return;
+  if (routingMode === "cloud-routes")
+    ctx.addIssue({
+      code: "custom",
+      path,
+      message:
+        "dsr cannot be used with routingMode cloud-routes: the cloud drops replies that leave a backend's node with the VIP as their source; use snat",
+    });
+  if (dataPlane.engine === "ipvs")
+    ctx.addIssue({
+      code: "custom",
+      path,
+      message:
+        "dsr runs on the nftables engine, not ipvs (the backends decapsulate VXLAN, not IPVS's IPIP); set dataPlane.engine to auto or nftables, or mode to snat",
     });
 }
 
@@ -168,7 +208,8 @@ export const lbConfigSchema = z
           message: `overlaps podCidr ${c.podCidr}; VIPs must lie outside the pod network`,
         });
     });
-    checkDrain(c.dataPlane.mode, c.drain, ctx, ["drain"]);
+    checkDrain(c.dataPlane.engine, c.drain, ctx, ["drain"]);
+    checkForwarding(c.dataPlane, c.routingMode, ctx, ["dataPlane", "mode"]);
     if (c.ports.metrics === c.ports.health)
       ctx.addIssue({ code: "custom", path: ["ports", "health"], message: "must differ from ports.metrics" });
   });

@@ -126,6 +126,25 @@ describe("LoadBalancer", () => {
     expect(ds.spec.template.metadata.annotations).toEqual(dep.spec.template.metadata.annotations);
   });
 
+  it("with dataPlane.mode dsr, runs the node agent on every node, entering the runtime's pod namespaces", async () => {
+    new LoadBalancer("lb", {
+      image: IMAGE,
+      config: { ...bgpConfig, dataPlane: { mode: "dsr" } },
+      replicas: 3,
+      podNetnsDir: "/var/lib/runtime/netns",
+    });
+    await settled();
+    const pod = one("kubernetes:apps/v1:DaemonSet").spec.template.spec;
+    expect(pod.nodeSelector).toBeUndefined();
+    expect(pod.containers[0].securityContext.capabilities.add).toEqual(["NET_ADMIN", "SYS_ADMIN"]);
+    expect(pod.volumes).toContainEqual(
+      expect.objectContaining({ hostPath: { path: "/var/lib/runtime/netns", type: "Directory" } }),
+    );
+    // The controller serves by DSR: the mode is in the config both read.
+    const config = JSON.parse(one("kubernetes:core/v1:ConfigMap").data["config.json"]);
+    expect(config.dataPlane).toEqual({ engine: "auto", mode: "dsr", scheduler: "mh" });
+  });
+
   it("gives the pod time for a longer drain when drain.timeoutS asks for one", async () => {
     new LoadBalancer("lb", {
       image: IMAGE,

@@ -23,6 +23,9 @@ export const DEFAULT_LB_NAMESPACE = "portable-lb-system";
 export const LB_PRIORITY_CLASS = "portable-lb-dataplane";
 const NAME = "portable-lb-controller";
 
+/** Where containerd's and CRI-O's CNI setups mount pods' network namespaces. */
+export const DEFAULT_POD_NETNS_DIR = "/run/netns";
+
 export interface LoadBalancerArgs {
   /** The LB configuration; validated when the program runs (so at `pulumi preview`). */
   config: LbConfigInput;
@@ -37,6 +40,11 @@ export interface LoadBalancerArgs {
   nodeSelector?: Record<string, string>;
   /** TCP MD5 password for the BGP sessions; pass a Pulumi secret. */
   bgpPassword?: pulumi.Input<string>;
+  /**
+   * Where the nodes' container runtime keeps pods' network namespaces (with dataPlane.mode dsr the
+   * node agent enters the backend pods' namespaces there); default /run/netns (containerd, CRI-O).
+   */
+  podNetnsDir?: string;
   /**
    * Adds pulumi.com/skipAwait to the workload, so `pulumi up` does not wait for pods to become
    * ready. Only for clusters without kubelets (our control-plane tests).
@@ -197,6 +205,9 @@ export class LoadBalancer extends pulumi.ComponentResource {
         image,
         nodeSelector,
         priorityClassName: LB_PRIORITY_CLASS,
+        ...(this.config.dataPlane.mode === "dsr" && {
+          dsr: { netnsDir: args.podNetnsDir ?? DEFAULT_POD_NETNS_DIR },
+        }),
         ...(args.skipAwait && { skipAwait: true }),
       },
       { ...child, dependsOn: [this.configMap, this.priorityClass] },
