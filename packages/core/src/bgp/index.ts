@@ -1,7 +1,7 @@
 // BGP configuration renderers. Pulumi-free: the LB controller (lb-image) imports this as @portable-lb/core/bgp.
 export { renderRouteReflectorBird } from "./routeReflectorBird.ts";
 export { renderUpstreamRouterBird } from "./upstreamRouterBird.ts";
-export { MULTIPATH_HASH_ADVICE, renderUpstreamRouterFrr } from "./upstreamRouterFrr.ts";
+export { renderUpstreamRouterFrr, routerAdvice } from "./upstreamRouterFrr.ts";
 export { renderSpeakerBird } from "./speakerBird.ts";
 export type {
   BfdTimers,

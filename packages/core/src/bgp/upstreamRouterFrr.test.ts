@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { quotablePassword, routerInput, routerPairInput } from "./testInputs.ts";
-import { MULTIPATH_HASH_ADVICE, renderUpstreamRouterFrr } from "./upstreamRouterFrr.ts";
+import { renderUpstreamRouterFrr, routerAdvice } from "./upstreamRouterFrr.ts";
 
 describe("renderUpstreamRouterFrr", () => {
   it("peers with every reflector through one iBGP peer-group and installs up to maximumPaths paths", () => {
@@ -33,8 +33,20 @@ describe("renderUpstreamRouterFrr", () => {
     expect(() => renderUpstreamRouterFrr({ ...routerInput, password: "" })).toThrow(/no quoting/);
   });
 
-  it("advises L4 multipath hashing in one line", () => {
-    expect(MULTIPATH_HASH_ADVICE).toContain("sysctl -w net.ipv4.fib_multipath_hash_policy=1");
-    expect(MULTIPATH_HASH_ADVICE).not.toContain("\n");
+  it.each(["dsr", "snat"] as const)(
+    "advises L4 multipath hashing and resilient groups in one line (%s)",
+    (mode) => {
+      const advice = routerAdvice(mode);
+      expect(advice).toContain("sysctl -w net.ipv4.fib_multipath_hash_policy=1");
+      expect(advice).toContain("type resilient");
+      expect(advice).not.toContain("\n");
+    },
+  );
+
+  it("says what resilient groups add under DSR, and what they save under SNAT", () => {
+    expect(routerAdvice("dsr")).toMatch(/without breaking them.*extra protection/);
+    expect(routerAdvice("snat")).toMatch(
+      /resets\) more than 1\/N of the flows; dataPlane.mode dsr keeps them/,
+    );
   });
 });

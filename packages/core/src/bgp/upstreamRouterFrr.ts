@@ -6,11 +6,19 @@ const BFD_PROFILE = "portable-lb";
 const DENY_ALL = "portable-lb-reflectors-out";
 
 /**
- * Advice for a Linux upstream router. The resilient part is checked against FRR 8.4.4: its
- * `nexthop-group` node has no `resilient` command, and BGP routes never use configured groups.
+ * Advice for a Linux upstream router, for the LB's forwarding mode. The resilient part is checked
+ * against FRR 8.4.4: its `nexthop-group` node has no `resilient` command, and BGP routes never use
+ * configured groups; BIRD 2.0.12 has none either.
  */
-export const MULTIPATH_HASH_ADVICE =
-  "On a Linux upstream router run `sysctl -w net.ipv4.fib_multipath_hash_policy=1` (persist it in /etc/sysctl.d/) so ECMP hashes each flow's L4 5-tuple instead of only its source and destination addresses; Linux >= 5.13 also has resilient next-hop groups (`ip nexthop add id N group 1/2 type resilient`) that keep flows on the surviving LBs when one leaves, but FRR 8.4 and BIRD 2.0.12 install BGP multipath routes as plain groups, so each LB that joins or leaves moves (and resets) more than 1/N of the flows.";
+export function routerAdvice(mode: "dsr" | "snat"): string {
+  const hash =
+    "On a Linux upstream router run `sysctl -w net.ipv4.fib_multipath_hash_policy=1` (persist it in /etc/sysctl.d/) so ECMP hashes each flow's L4 5-tuple instead of only its source and destination addresses.";
+  const resilient =
+    "Linux >= 5.13 also has resilient next-hop groups (`ip nexthop add id 1 via LB1; ip nexthop add id 2 via LB2; ip nexthop add id 10 group 1/2 type resilient buckets 128 idle_timer 120; ip route add VIP_POOL nhid 10`), which keep each flow on its LB when another joins or leaves, but FRR 8.4 and BIRD 2.0.12 install BGP multipath routes as plain groups: they apply only to routes you manage yourself.";
+  return mode === "dsr"
+    ? `${hash} With direct server return an LB joining or leaving moves flows between LBs without breaking them (every LB picks the same backend, and backends answer clients directly); ${resilient} There they are extra protection: a flow that stays on its LB keeps its backend even when backends change at the same moment.`
+    : `${hash} ${resilient} Without them, each LB that joins or leaves moves (and, with SNAT, resets) more than 1/N of the flows; dataPlane.mode dsr keeps them.`;
+}
 
 /**
  * One CLI word for FRR. FRR's CLI has no quoting: a value is a single whitespace-free token, taken

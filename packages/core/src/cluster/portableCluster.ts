@@ -5,7 +5,7 @@
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
 import type { z } from "zod";
-import { MULTIPATH_HASH_ADVICE, renderUpstreamRouterFrr } from "../bgp/index.ts";
+import { renderUpstreamRouterFrr, routerAdvice } from "../bgp/index.ts";
 import type { bfdSchema, bgpTimersSchema } from "../config/bgpSettings.ts";
 import type { DATA_PLANES, FORWARDING_MODES, SCHEDULERS, lbCloudRoutesSchema } from "../config/lbConfig.ts";
 import { DEFAULT_LOAD_BALANCER_CLASS, type LbConfigInput } from "../config/lbConfig.ts";
@@ -179,7 +179,7 @@ export class PortableCluster extends pulumi.ComponentResource {
         }),
       );
       this.routerConfig = lbArgs.bgp?.password !== undefined ? pulumi.secret(routerConfig) : routerConfig;
-      this.routerAdvice = MULTIPATH_HASH_ADVICE;
+      this.routerAdvice = routerAdvice(this.loadBalancer.config.dataPlane.mode);
     }
 
     this.registerOutputs({

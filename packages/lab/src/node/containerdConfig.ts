@@ -43,8 +43,8 @@ export function containerdConfig({ layout, sandboxImage, cniBinDir }: Containerd
     `  sandbox_image = ${s(sandboxImage)}`,
     // Root here lacks CAP_SYS_RESOURCE: no process may get a lower oom_score_adj than containerd's.
     "  restrict_oom_score_adj = true",
-    // Pods' network namespaces under the node's state, not in the machine's /run/netns.
-    "  netns_mounts_under_state_dir = true",
+    // Pods' network namespaces go to /run/netns, the runtimes' usual place: the node's own /run
+    // (nodeMountNamespace.ts), so the DSR node agent finds them where it would on any node.
     '  stream_server_address = "127.0.0.1"',
     '  stream_server_port = "0"',
     `  [${CRI}.containerd]`,

@@ -15,13 +15,14 @@ describe("a lab node's configuration", () => {
       'address = "/lab/n1/containerd.sock"',
       'sandbox_image = "localhost/p:1"',
       "restrict_oom_score_adj = true",
-      "netns_mounts_under_state_dir = true",
       'Root = "/lab/n1/containerd/runc"',
       "SystemdCgroup = false",
       'bin_dir = "/cni"',
       'conf_template = "/lab/n1/cni/template.conflist"',
     ])
       expect(toml).toContain(line);
+    // Pods' namespaces where runtimes usually keep them (the node's own /run): the DSR node agent's default.
+    expect(toml).not.toContain("netns_mounts_under_state_dir");
   });
 
   it("fills pod addresses from the node's pod CIDR with the node's own IPAM folder", () => {
