@@ -1,29 +1,30 @@
 // The backend side of direct server return, in network namespaces: a "node" with two "pods" on its
 // bridge, the applier run against them as the node agent runs it (its two capabilities, the node's
 // namespace, pod namespaces found in a runtime-like netns directory), and the packet path proven
-// end to end: a client's request to the VIP goes through the test's sender (the LB side's
-// stand-in, which encapsulates it to the pod), and the pod's answer goes from the VIP straight to
-// the client through the node. The node is strict about reverse paths and drops conntrack-INVALID
-// packets in FORWARD (as kube-proxy does); the pods inherit a strict rp_filter too.
+// end to end: a client's request to the VIP goes through an LB namespace programmed by the LB's
+// nftables engine (which encapsulates it to the pod), and the pod's answer goes from the VIP
+// straight to the client through the node. The node is strict about reverse paths and drops
+// conntrack-INVALID packets in FORWARD (as kube-proxy does); the pods inherit a strict rp_filter too.
 //
-//   client (10.30.0.2) ─ router ─ sender (10.31.0.2, VIPs routed here)
+//   client (10.30.0.2) ─ router ─ lb (10.31.0.2, VIPs routed here)
 //                          └──── node (10.32.0.2) ══ cni0 10.244.1.1/24 ══ pod-a .5, pod-b .6
-import { execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { pino } from "pino";
 import { Registry } from "prom-client";
-import { DSR_BACKEND_MAC, DSR_DEVICE } from "../../lb-image/src/dataplane/dsr/dsrTunnel.ts";
+import { DSR_BACKEND_MAC, DSR_DEVICE, DSR_UDP_PORT } from "../../lb-image/src/dataplane/dsr/dsrTunnel.ts";
 import type { VirtualService } from "../../lb-image/src/dataplane/model.ts";
-import { DsrApplier, type DsrReport } from "../../lb-image/src/nodeAgent/dsr/dsrApplier.ts";
+import type { DsrReport } from "../../lb-image/src/nodeAgent/dsr/dsrApplier.ts";
 import { DSR_NODE_TABLE, parseNodeTable } from "../../lb-image/src/nodeAgent/dsr/nodeDsrTable.ts";
 import { LO_LABEL } from "../../lb-image/src/nodeAgent/dsr/podDsrState.ts";
 import { lbConfigSchema } from "@portable-lb/core/config";
 import { startNodeAgent } from "../../lb-image/src/nodeAgent/nodeAgent.ts";
+import { NftEngine } from "../../lb-image/src/dataplane/nft/nftEngine.ts";
+import { DsrBackendNode, KUBE_PROXY_LIKE } from "../harness/netns/dsrBackendNode.ts";
+import { ruleCounters } from "../harness/netns/nftCounters.ts";
 import { getInside, startHttpEcho } from "../harness/netns/httpClient.ts";
 import { settle } from "../harness/settle.ts";
 import { testKubeConfig } from "../harness/testEnv.ts";
-import { ruleCounters, senderCounters, startDsrTestSender } from "../harness/netns/dsrTestSender.ts";
 import { NetnsLab, type LabNamespace } from "@portable-lb/lab";
 
 const NODE = "n1";
@@ -38,13 +39,12 @@ const CLAMPED_MSS = POD_MTU - 50 - 40;
 
 let lab: NetnsLab;
 let client: LabNamespace;
-let sender: LabNamespace;
+let lb: LabNamespace;
 let node: LabNamespace;
 let podA: LabNamespace;
 let podB: LabNamespace;
-/** The "runtime's" netns directory: bind mounts of the pods' namespaces (and a stray file). */
-let netnsDir: string | undefined;
-const mounts: string[] = [];
+/** The node's side: its netns directory (the pods' namespaces and a stray file), its applier. */
+let backendNode: DsrBackendNode | undefined;
 const log = pino({ level: "warn" });
 
 const svc = (vip: string, backends: string[]): VirtualService => ({
@@ -56,26 +56,12 @@ const svc = (vip: string, backends: string[]): VirtualService => ({
   backends: backends.map((ip) => ({ ip, port: 8080, weight: 1, nodeName: NODE })),
 });
 
-/** The node agent's commands: only NET_ADMIN and SYS_ADMIN, in the node's namespace. */
-const agentPrefix = () => [
-  "setpriv",
-  "--bounding-set=-all,+net_admin,+sys_admin",
-  "--",
-  "ip",
-  "netns",
-  "exec",
-  node.netns,
-];
+const applier = (registry?: Registry) => backendNode!.applier(registry);
 
-/** A new applier, as a (re)started node agent makes it. */
-function applier(registry = new Registry()): DsrApplier {
-  return new DsrApplier({
-    commandPrefix: agentPrefix(),
-    netnsDir: netnsDir!,
-    procSysNet: "/proc/sys/net",
-    log,
-    registry,
-  });
+/** What the LB's observation table counted: packets it encapsulated, and replies from a VIP (DSR: none). */
+async function lbCounters(): Promise<{ encapsulated: number; replies: number }> {
+  const [encapsulated = -1, replies = -1] = await ruleCounters(lb, "observe");
+  return { encapsulated, replies };
 }
 
 /** One GET from the client to VIP:8080, within 2 s; the echo's JSON, or the error. */
@@ -118,15 +104,15 @@ beforeAll(async () => {
   lab = await NetnsLab.create("dsrbackend");
   const router = await lab.namespace("router", { forwarding: true });
   client = await lab.namespace("client");
-  sender = await lab.namespace("sender", { forwarding: true });
+  lb = await lab.namespace("lb", { forwarding: true });
   node = await lab.namespace("node", { forwarding: true });
   await lab.link(client, router, { a: `${CLIENT_IP}/24`, b: "10.30.0.1/24" });
-  await lab.link(sender, router, { a: "10.31.0.2/24", b: "10.31.0.1/24", names: { a: "uplink" } });
+  await lab.link(lb, router, { a: "10.31.0.2/24", b: "10.31.0.1/24" });
   await lab.link(node, router, { a: `${NODE_IP}/24`, b: "10.32.0.1/24" });
   await client.defaultRoute("10.30.0.1");
-  await sender.defaultRoute("10.31.0.1");
+  await lb.defaultRoute("10.31.0.1");
   await node.defaultRoute("10.32.0.1");
-  // The upstream router: VIPs to the LB (the sender), the pod network to the node.
+  // The upstream router: VIPs to the LB, the pod network to the node.
   for (const vip of [VIP, VIP2]) await router.route(`${vip}/32`, "10.31.0.2");
   await router.route("10.244.1.0/24", NODE_IP);
   const bridge = await lab.bridge(node, "cni0", "10.244.1.1/24");
@@ -141,18 +127,6 @@ beforeAll(async () => {
     await ns.sysctl("net.ipv4.conf.all.rp_filter", "1");
     await startHttpEcho(ns, { port: 8080, name: ns.name });
   }
-  // The node as many distributions ship it (strict reverse-path filter), with kube-proxy's drop.
-  await node.sysctl("net.ipv4.conf.all.rp_filter", "1");
-  await node.sysctl("net.ipv4.conf.cni0.rp_filter", "1");
-  await node.run("nft", ["-f", "-"], {
-    input: [
-      "table ip kubeproxy_like {",
-      "  chain forward { type filter hook forward priority filter; policy accept;",
-      "    ct state invalid counter drop",
-      "  }",
-      "}",
-    ].join("\n"),
-  });
   // The client counts the SYN-ACKs it gets, and those whose MSS leaves room for the tunnel.
   await client.run("nft", ["-f", "-"], {
     input: [
@@ -164,22 +138,35 @@ beforeAll(async () => {
       "}",
     ].join("\n"),
   });
-  await startDsrTestSender(sender, { uplink: "uplink", vips: [VIP, VIP2], podIp: POD_A });
-  // The runtime's netns directory: the pods' namespaces, bind-mounted as containerd keeps them,
-  // and a file that is no namespace at all.
-  netnsDir = mkdtempSync("/run/plb-dsr-netns-");
-  for (const ns of [podA, podB]) {
-    const file = join(netnsDir, `cni-${ns.name}`);
-    writeFileSync(file, "");
-    execFileSync("mount", ["--bind", `/run/netns/${ns.netns}`, file]);
-    mounts.push(file);
-  }
-  writeFileSync(join(netnsDir, "not-a-namespace"), "");
+  // The LB, programmed as the controller does: its VIPs local, one Maglev table per service. It
+  // serves both VIPs throughout; whether a pod answers is up to the node agent. It counts the
+  // tunnel packets it sends, and replies from a VIP that reach it (DSR: none).
+  for (const vip of [VIP, VIP2]) await lb.localRoute(`${vip}/32`);
+  await lb.run("nft", ["-f", "-"], {
+    input: [
+      "table ip observe {",
+      "  chain out { type filter hook output priority filter; policy accept;",
+      `    udp dport ${DSR_UDP_PORT} counter`,
+      "  }",
+      "  chain pre { type filter hook prerouting priority raw; policy accept;",
+      `    ip saddr { ${VIP}, ${VIP2} } counter`,
+      "  }",
+      "}",
+    ].join("\n"),
+  });
+  const prefix = ["ip", "netns", "exec", lb.netns] as const;
+  await new NftEngine([...prefix, "nft"], [...prefix, "ip"]).apply([
+    svc(VIP, [POD_A]),
+    svc(VIP2, [POD_A, POD_B]),
+  ]);
+  // The node as many distributions ship it (strict reverse-path filter), with kube-proxy's drop,
+  // and the runtime's netns directory, with a file that is no namespace at all.
+  backendNode = await DsrBackendNode.create(node, [podA, podB], ["cni0"]);
+  writeFileSync(join(backendNode.netnsDir, "not-a-namespace"), "");
 });
 
 afterAll(async () => {
-  for (const m of mounts) execFileSync("umount", [m]);
-  if (netnsDir) rmSync(netnsDir, { recursive: true, force: true });
+  backendNode?.destroy();
   await lab?.destroy();
 });
 
@@ -203,7 +190,7 @@ describe("DSR backend side in network namespaces", () => {
     expect(await node.sysctl("net.ipv4.conf.cni0.rp_filter")).toBe("2");
 
     for (let i = 0; i < 10; i++) expect(await ask()).toMatchObject({ backend: VIP, client: CLIENT_IP });
-    const { encapsulated, replies } = await senderCounters(sender);
+    const { encapsulated, replies } = await lbCounters();
     expect(encapsulated).toBeGreaterThan(0);
     expect(replies).toBe(0);
     const [synAcks, clamped] = await ruleCounters(client, "observe");
@@ -223,7 +210,7 @@ describe("DSR backend side in network namespaces", () => {
     // Without notrack the node's conntrack sees a SYN-ACK it never saw the SYN of: INVALID, dropped.
     await node.run("nft", ["delete", "table", "ip", DSR_NODE_TABLE]);
     expect((await ask()).error).toBeDefined();
-    const [invalidDrops = 0] = await ruleCounters(node, "kubeproxy_like");
+    const [invalidDrops = 0] = await ruleCounters(node, KUBE_PROXY_LIKE);
     expect(invalidDrops).toBeGreaterThan(0);
     expect((await agent.apply([svc(VIP, [POD_A])], NODE)).changes).toBe(1);
     expect(await ask()).toMatchObject({ backend: VIP });
@@ -306,10 +293,10 @@ describe("DSR backend side in network namespaces", () => {
       log,
       nodeName: NODE,
       namespace: `dsrbackend-${process.pid}`,
-      commandPrefix: agentPrefix(),
+      commandPrefix: backendNode!.agentPrefix(),
       httpPort: 0,
       httpHost: "127.0.0.1",
-      dsr: { netnsDir: netnsDir!, procSysNet: "/proc/sys/net", resyncMs: 500 },
+      dsr: { netnsDir: backendNode!.netnsDir, procSysNet: "/proc/sys/net", resyncMs: 500 },
     });
     try {
       await settle(async () => (await podState(podA)).device === undefined);

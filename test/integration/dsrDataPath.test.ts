@@ -2,20 +2,19 @@
 // pod programming its namespace as the controller would: the client's address reaches the backends,
 // the backends answer the client directly, and keep-alive connections survive an LB leaving and
 // rejoining the router's ECMP group and a backend being added (one Maglev table on every LB; a flow
-// an LB has seen keeps its backend). The backend pods' half (decap device, VIP on lo, rp_filter) is
-// set up here by `dsrBackendStandIn`, a stand-in for the node agent's part of issue 16.
+// an LB has seen keeps its backend). The backend side is the node agent's DSR applier, run as the
+// agent runs it, on a node that is strict about reverse paths and drops conntrack-INVALID packets
+// in FORWARD (as kube-proxy does): it prepares the pods (decap device, VIP on lo, rp_filter) and the
+// node (notrack for the VIP's replies, rp_filter, MSS clamp).
 //
 //   client ── router ══ fabric ══ lb1, lb2, node ══ cni0 ══ p1, p2, p3
 import { join } from "node:path";
 import { NetnsLab, waitUntil, type LabNamespace } from "@portable-lb/lab";
 import { NftEngine } from "../../lb-image/src/dataplane/nft/nftEngine.ts";
 import type { VirtualService } from "../../lb-image/src/dataplane/model.ts";
-import {
-  DSR_BACKEND_MAC,
-  DSR_DEVICE,
-  DSR_OVERHEAD,
-  DSR_UDP_PORT,
-} from "../../lb-image/src/dataplane/dsr/dsrTunnel.ts";
+import type { DsrApplier } from "../../lb-image/src/nodeAgent/dsr/dsrApplier.ts";
+import { DSR_NODE_TABLE } from "../../lb-image/src/nodeAgent/dsr/nodeDsrTable.ts";
+import { DsrBackendNode } from "../harness/netns/dsrBackendNode.ts";
 import { httpHistogram, startHttpEcho } from "../harness/netns/httpClient.ts";
 import { repoRoot } from "../harness/repoRoot.ts";
 
@@ -24,30 +23,17 @@ const PORT = 8080;
 const PODS = { p1: "10.244.1.2", p2: "10.244.1.3", p3: "10.244.1.4" } as const;
 const LBS = { lb1: "10.9.0.11", lb2: "10.9.0.12" } as const;
 const CONNECTIONS = 40;
+const NODE = "node";
 
 let lab: NetnsLab;
 let client: LabNamespace;
 let router: LabNamespace;
 const lbs = new Map<string, LabNamespace>();
 const engines = new Map<string, NftEngine>();
-
-/** Stand-in for the node agent's DSR part: the backend pod decapsulates and owns the VIP. */
-async function dsrBackendStandIn(pod: LabNamespace): Promise<void> {
-  await pod.ip("link", "add", DSR_DEVICE, "type", "vxlan", "external", "dstport", String(DSR_UDP_PORT));
-  await pod.ip(
-    "link",
-    "set",
-    DSR_DEVICE,
-    "address",
-    DSR_BACKEND_MAC,
-    "mtu",
-    String(1500 - DSR_OVERHEAD),
-    "up",
-  );
-  await pod.ip("addr", "add", `${VIP}/32`, "dev", "lo");
-  await pod.sysctl("net.ipv4.conf.all.rp_filter", "0");
-  await pod.sysctl(`net.ipv4.conf.${DSR_DEVICE}.rp_filter`, "0");
-}
+let backendNode: DsrBackendNode | undefined;
+const pods: LabNamespace[] = [];
+/** The node agent's applier: one for the run, as one agent serves the node. */
+let agent: DsrApplier;
 
 const service = (pods: (keyof typeof PODS)[]): VirtualService => ({
   vip: VIP,
@@ -55,7 +41,7 @@ const service = (pods: (keyof typeof PODS)[]): VirtualService => ({
   protocol: "tcp",
   scheduler: "mh",
   forwarding: "dsr",
-  backends: pods.map((p) => ({ ip: PODS[p], port: PORT, weight: 1 })),
+  backends: pods.map((p) => ({ ip: PODS[p], port: PORT, weight: 1, nodeName: NODE })),
 });
 
 /** Beside the DSR services: a SNAT one on the same VIP, which must keep working (port 80 -> 8080). */
@@ -66,7 +52,9 @@ const snat: VirtualService = {
   backends: [PODS.p1, PODS.p2].map((ip) => ({ ip, port: PORT, weight: 1 })),
 };
 
+/** The node agent first (a new backend answers before an LB sends it anything), then every LB. */
 async function applyAll(desired: VirtualService[]): Promise<void> {
+  expect((await agent.apply([...desired, snat], NODE)).failures).toEqual([]);
   for (const engine of engines.values()) await engine.apply([...desired, snat]);
 }
 
@@ -81,20 +69,22 @@ beforeAll(async () => {
   await client.defaultRoute("10.0.0.1");
   await router.sysctl("net.ipv4.fib_multipath_hash_policy", "1");
   const fabric = await lab.bridge(router, "fabric", "10.9.0.1/24");
-  const node = await lab.namespace("node", { forwarding: true });
+  const node = await lab.namespace(NODE, { forwarding: true });
   await lab.attach(fabric, node, "10.9.0.20/24", "eth0");
   await node.defaultRoute("10.9.0.1");
-  // Replies leave the pods with the VIP as source, which the node routes elsewhere: loose, not strict.
-  await node.sysctl("net.ipv4.conf.all.rp_filter", "2");
   const cni = await lab.bridge(node, "cni0", "10.244.1.1/24");
   await router.route("10.244.1.0/24", "10.9.0.20");
   for (const [name, ip] of Object.entries(PODS)) {
     const pod = await lab.namespace(name);
     await lab.attach(cni, pod, `${ip}/24`, "eth0");
     await pod.defaultRoute("10.244.1.1");
-    await dsrBackendStandIn(pod);
+    // Pods inherit the host's rp_filter; strict here, whatever the host has.
+    await pod.sysctl("net.ipv4.conf.all.rp_filter", "1");
     await startHttpEcho(pod, { port: PORT, name });
+    pods.push(pod);
   }
+  backendNode = await DsrBackendNode.create(node, pods, ["cni0", "eth0"]);
+  agent = backendNode.applier();
   for (const [name, ip] of Object.entries(LBS)) {
     const lb = await lab.namespace(name, { forwarding: true });
     await lab.attach(fabric, lb, `${ip}/24`, "eth0");
@@ -111,6 +101,7 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
+  backendNode?.destroy();
   await lab?.destroy();
 });
 
@@ -163,11 +154,13 @@ describe("DSR through two LB pods", () => {
     expect(Object.keys(byName.counts).sort()).toEqual(["p1", "p2", "p3"]);
   }, 60_000);
 
-  it("removes every DSR tunnel when no service is served by DSR (the SNAT one stays)", async () => {
+  it("removes every DSR tunnel and the node's DSR state when no service is served by DSR (the SNAT one stays)", async () => {
     await applyAll([]);
     for (const lb of lbs.values()) {
       expect(await lb.ip("-br", "link", "show", "type", "vxlan")).toBe("");
       expect(await lb.ip("route", "show", "table", "all", "proto", "212")).toBe("");
     }
+    expect((await backendNode!.node.exec("nft", ["list", "table", "ip", DSR_NODE_TABLE])).code).not.toBe(0);
+    for (const pod of pods) expect(await pod.ip("-br", "link", "show", "type", "vxlan")).toBe("");
   });
 });
