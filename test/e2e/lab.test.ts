@@ -107,6 +107,22 @@ async function bfdUp(
   };
 }
 
+/** Per LB pod, its nftables DSR dispatch map as `kubectl exec … nft list map` would show it. */
+async function dsrMaps(plan: LabPlan, core: CoreV1Api): Promise<string[]> {
+  const pods = (await core.listNamespacedPod({ namespace: "portable-lb-system" })).items.filter(
+    (p) =>
+      p.metadata?.name?.startsWith("portable-lb-controller-") &&
+      p.status?.containerStatuses?.every((c) => c.ready),
+  );
+  return Promise.all(
+    pods.map(async (pod) => {
+      const pid = containerPid(plan, { node: pod.spec!.nodeName!, pod }, "controller");
+      const list = ["nft", "list", "map", "ip", "portable_lb", "dsr_services"];
+      return (await execCommand("nsenter", [`--target=${pid}`, "--net", "--", ...list])).stdout;
+    }),
+  );
+}
+
 // Bounds: a cold up starts a control plane, six nodes and ~20 pods on two CPUs.
 const UP_MS = 15 * 60_000;
 const STEP_MS = 8 * 60_000;
@@ -171,6 +187,21 @@ describe("the lab: npm run lab's stack, end to end", () => {
     UP_MS,
   );
 
+  it("serves the demo by direct server return: every LB pod hands its flows on through tunnels", async () => {
+    requireUp();
+    const kc = new KubeConfig();
+    kc.loadFromFile(kubeconfig);
+    const core = kc.makeApiClient(CoreV1Api);
+    const maps = await dsrMaps(plan, core);
+    expect(maps).toHaveLength(3);
+    for (const map of maps) expect(map).toContain(`${vip} . tcp . 80`);
+    // No port served by SNAT for want of DSR.
+    const events = await core.listEventForAllNamespaces({
+      fieldSelector: "reason=DirectServerReturnUnavailable",
+    });
+    expect(events.items.map((e) => e.message)).toEqual([]);
+  }, 60_000);
+
   it(
     "serves a Service made with `kubectl expose --type=LoadBalancer` in our class, and lets it go",
     async () => {
@@ -187,7 +218,7 @@ describe("the lab: npm run lab's stack, end to end", () => {
         ...["expose", "deployment", "demo", "--name", "exposed", "--type=LoadBalancer"],
         ...[
           "--port=80",
-          "--target-port=8080",
+          "--target-port=80",
           `--overrides={"apiVersion":"v1","spec":{"loadBalancerClass":"${cls}"}}`,
         ],
       );

@@ -16,7 +16,9 @@ export interface DemoWebAppArgs {
   namespace?: string;
 }
 
-const PORT = 8080;
+// The Service's own port: direct server return hands packets over unchanged, so the pods listen on
+// the port clients use (a non-root httpd may bind it through the safe unprivileged-port sysctl).
+const PORT = 80;
 const ROOT = "/www";
 // The pod's IP as the one page, served by httpd in the foreground (a forked child per connection).
 // The shell stays PID 1 to end at SIGTERM at once (a PID 1 without a handler ignores it): the app
@@ -58,6 +60,7 @@ export class DemoWebApp extends pulumi.ComponentResource {
                 runAsNonRoot: true,
                 runAsUser: 65534,
                 seccompProfile: { type: "RuntimeDefault" },
+                sysctls: [{ name: "net.ipv4.ip_unprivileged_port_start", value: String(PORT) }],
               },
               containers: [
                 {
