@@ -8,7 +8,7 @@ import {
   type HealthCheckSpec,
 } from "@portable-lb/core/config";
 import { sameItems } from "../common/sameItems.ts";
-import type { Backend, Scheduler, VirtualService } from "../dataplane/model.ts";
+import type { Backend, Forwarding, Scheduler, VirtualService } from "../dataplane/model.ts";
 import type { HealthTarget } from "../health/healthState.ts";
 
 export interface DesiredStateInput {
@@ -16,6 +16,8 @@ export interface DesiredStateInput {
   slices: V1EndpointSlice[];
   loadBalancerClass: string;
   scheduler: Scheduler;
+  /** How every service reaches its backends; "snat" unless given. */
+  forwarding?: Forwarding;
   /** Active health-check verdicts (see health/); without it every backend counts as healthy. */
   isUnhealthy?: (target: HealthTarget) => boolean;
   /** Carried from one call to the next: ports whose slices are the same objects are not rebuilt. */
@@ -219,6 +221,7 @@ export function desiredState(input: DesiredStateInput): DesiredState {
           port: port.port,
           protocol: protocol,
           scheduler: input.scheduler,
+          forwarding: input.forwarding ?? "snat",
           backends: checked,
         });
       }

@@ -4,6 +4,14 @@
 export const SCHEDULERS = ["mh", "rr", "wrr", "lc"] as const;
 export type Scheduler = (typeof SCHEDULERS)[number];
 export type Protocol = "tcp" | "udp";
+/**
+ * How a service's packets reach its backends. "snat": the LB rewrites the destination and
+ * masquerades the source, so replies come back through it whatever the backends' routes.
+ * "dsr": the LB encapsulates toward the backend, which replies to the client directly (the
+ * backend must hold the VIP, and its port must be the service's: no port remapping).
+ */
+export const FORWARDINGS = ["snat", "dsr"] as const;
+export type Forwarding = (typeof FORWARDINGS)[number];
 
 export interface Backend {
   ip: string;
@@ -17,6 +25,8 @@ export interface VirtualService {
   port: number;
   protocol: Protocol;
   scheduler: Scheduler;
+  /** "snat" when absent. */
+  forwarding?: Forwarding;
   backends: Backend[];
 }
 

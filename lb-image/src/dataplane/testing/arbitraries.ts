@@ -1,6 +1,6 @@
 // fast-check generators of data-plane states, shared by the engines' property tests.
 import fc from "fast-check";
-import { SCHEDULERS, serviceKey, type Backend, type VirtualService } from "../model.ts";
+import { FORWARDINGS, SCHEDULERS, serviceKey, type Backend, type VirtualService } from "../model.ts";
 
 // Small address and port spaces on purpose: collisions between current and desired are the
 // interesting cases (same service, changed backends).
@@ -14,13 +14,21 @@ export const arbitraryBackend: fc.Arbitrary<Backend> = fc.record({
   weight: fc.oneof(fc.constant(1), fc.constant(0), fc.integer({ min: 0, max: 100 })),
 });
 
-export const arbitraryService: fc.Arbitrary<VirtualService> = fc.record({
-  vip,
-  port,
-  protocol: fc.constantFrom("tcp" as const, "udp" as const),
-  scheduler: fc.constantFrom(...SCHEDULERS),
-  backends: fc.uniqueArray(arbitraryBackend, { selector: (b) => `${b.ip}:${b.port}`, maxLength: 6 }),
-});
+export const arbitraryService: fc.Arbitrary<VirtualService> = fc
+  .record({
+    vip,
+    port,
+    protocol: fc.constantFrom("tcp" as const, "udp" as const),
+    scheduler: fc.constantFrom(...SCHEDULERS),
+    forwarding: fc.constantFrom(...FORWARDINGS),
+    backends: fc.uniqueArray(arbitraryBackend, { selector: (b) => `${b.ip}:${b.port}`, maxLength: 6 }),
+  })
+  // DSR cannot remap ports: its backends listen on the service's port.
+  .map((s) =>
+    s.forwarding === "dsr"
+      ? { ...s, backends: [...new Map(s.backends.map((b) => [b.ip, { ...b, port: s.port }])).values()] }
+      : s,
+  );
 
 export const arbitraryState: fc.Arbitrary<VirtualService[]> = fc.uniqueArray(arbitraryService, {
   selector: serviceKey,
