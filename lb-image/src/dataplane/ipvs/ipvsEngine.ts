@@ -4,7 +4,7 @@
 // verification is a full read.
 import { driftOf, type Drift } from "../drift.ts";
 import { DiffEngine, type KernelRead, type Scripts } from "../engine.ts";
-import { CommandError, run } from "../exec.ts";
+import { CommandError, run, withPrefix } from "../exec.ts";
 import { serviceKey, type VipCounter, type VirtualService } from "../model.ts";
 import { ipvsDiff } from "./ipvsDiff.ts";
 import { IpvsParseError, parseSave, replaceScript } from "./ipvsadmSave.ts";
@@ -35,11 +35,9 @@ export class IpvsEngine extends DiffEngine<IpvsEngineService, IpvsScript> {
   /** `prefix` runs the tools elsewhere, e.g. `ip netns exec NS` (tests); in the pod, none. */
   constructor(prefix: string[] = []) {
     super();
-    const tool = (name: string): [string, ...string[]] =>
-      prefix.length ? [prefix[0]!, ...prefix.slice(1), name] : [name];
-    this.ipvsadm = tool("ipvsadm");
-    this.nft = tool("nft");
-    this.cat = tool("cat");
+    this.ipvsadm = withPrefix(prefix, "ipvsadm");
+    this.nft = withPrefix(prefix, "nft");
+    this.cat = withPrefix(prefix, "cat");
   }
 
   protected async read(timeoutMs?: number): Promise<KernelRead<IpvsEngineService[]>> {
