@@ -5,6 +5,7 @@
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { guestSection } from "../harness/qemu/guestOutput.ts";
 import { GUEST_PATHS, runInIpvsGuest, type IpvsGuestResult } from "../harness/qemu/ipvsGuest.ts";
 import { backendPage, guestTopology } from "../harness/qemu/guestTopology.ts";
 
@@ -124,13 +125,8 @@ const script = [
   section("end"),
 ].join("\n");
 
-/** The lines printed under `=== name`, up to the next section. */
 function sectionOf(result: IpvsGuestResult, name: string): string[] {
-  const lines = result.output.split("\n");
-  const start = lines.indexOf(`=== ${name}`);
-  if (start < 0) throw new Error(`no "${name}" section in the guest's output:\n${result.output}`);
-  const end = lines.findIndex((line, i) => i > start && line.startsWith("=== "));
-  return lines.slice(start + 1, end < 0 ? undefined : end);
+  return guestSection(result.output, name);
 }
 
 /** Which backend served each response, by the address its page names. */

@@ -14,7 +14,7 @@ import type { BirdClients } from "../bgp/birdControl.ts";
 import { SessionMonitor } from "../bgp/sessionMonitor.ts";
 import { SpeakerControl } from "../bgp/speakerControl.ts";
 import { startCloudRoutes } from "../cloudRoutes/cloudRoutes.ts";
-import { chooseEngine } from "../dataplane/chooseEngine.ts";
+import { chooseEngine, ipvsSupport } from "../dataplane/chooseEngine.ts";
 import type { DataPlaneEngine } from "../dataplane/engine.ts";
 import { withPrefix } from "../dataplane/exec.ts";
 import { LocalVips } from "../dataplane/localVips.ts";
@@ -95,15 +95,20 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
   const metrics = new ControllerMetrics();
   const core = o.kubeconfig.makeApiClient(CoreV1Api);
   const events = new EventSink(core, o.log);
-  const engine =
-    o.engine ??
-    // DSR runs on the nftables engine (the config refuses dsr with engine ipvs; auto picks nftables).
-    chooseEngine(o.config.dataPlane.mode === "dsr" ? "nftables" : o.config.dataPlane.engine, undefined, {
-      ipvsadm: withPrefix(prefix, "ipvsadm"),
-      nft: withPrefix(prefix, "nft"),
-      ip: withPrefix(prefix, "ip"),
-    });
-  o.log.info({ engine: engine.name }, "data plane engine chosen");
+  const pod = { object: `${o.namespace}/${o.identity}`, kind: "Pod" as const, uid: o.podUid };
+  const choice = o.engine
+    ? { engine: o.engine, reason: "given" }
+    : chooseEngine(
+        // DSR runs on the nftables engine (the config refuses dsr with engine ipvs).
+        o.config.dataPlane.mode === "dsr" ? "nftables" : o.config.dataPlane.engine,
+        await ipvsSupport(prefix),
+        prefix,
+      );
+  const engine = choice.engine;
+  metrics.dataPlaneEngine.set({ engine: engine.name, reason: choice.reason }, 1);
+  o.log.info({ engine: engine.name, reason: choice.reason }, "data plane engine chosen");
+  if ("warning" in choice && choice.warning)
+    void events.report([{ ...pod, reason: "DataPlaneFallback", message: choice.warning }]);
 
   // The callbacks below run only after start(), when `reconciler` exists.
   const elector = new LeaderElector({
@@ -132,7 +137,6 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
   metrics.observeUnhealthy(() => health.unhealthyCount());
   metrics.observeVipConnections(() => engine.counters());
   const speaker = bgpSpeaker(o, metrics.registry);
-  const pod = { object: `${o.namespace}/${o.identity}`, kind: "Pod" as const, uid: o.podUid };
   const sessions =
     speaker &&
     new SessionMonitor({

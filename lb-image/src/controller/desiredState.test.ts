@@ -20,6 +20,7 @@ describe("desiredState", () => {
           port: 80,
           protocol: "tcp",
           scheduler: "mh",
+          forwarding: "snat",
           backends: [
             { ip: "10.244.1.5", port: 8080, weight: 1 },
             { ip: "10.244.2.6", port: 8080, weight: 1 },

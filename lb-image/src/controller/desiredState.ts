@@ -250,8 +250,8 @@ export function desiredState(input: DesiredStateInput): DesiredState {
           port: port.port,
           protocol: protocol,
           scheduler: input.scheduler,
+          forwarding,
           backends: checked,
-          ...(forwarding === "dsr" && { forwarding }),
         });
       }
     }

@@ -21,6 +21,12 @@ export class ControllerMetrics {
     labelNames: ["engine"],
     registers: [this.registry],
   });
+  readonly dataPlaneEngine = new Gauge({
+    name: "portable_lb_dataplane_engine",
+    help: "The data-plane engine in use (1) and why it was chosen (forced, ipvs, no-ipvs, ipvs-cannot-masquerade)",
+    labelNames: ["engine", "reason"],
+    registers: [this.registry],
+  });
   readonly services = new Gauge({
     name: "portable_lb_virtual_services",
     help: "VIP:port services programmed",

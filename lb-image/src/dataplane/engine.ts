@@ -68,8 +68,8 @@ export interface KernelRead<S> {
 }
 
 /** Scripts applied in order (usually one), and how many statements they hold. */
-export interface Scripts {
-  scripts: Iterable<string>;
+export interface Scripts<S = string> {
+  scripts: Iterable<S>;
   count: number;
 }
 
@@ -96,8 +96,11 @@ class EngineInspection<T> implements Inspection {
   }
 }
 
-/** Wraps an engine's kernel state (a list of services T): read, diff, apply, remember, verify. */
-export abstract class DiffEngine<T extends ServiceId> implements DataPlaneEngine {
+/**
+ * Wraps an engine's kernel state (a list of services T): read, diff, apply, remember, verify. A
+ * script S is what one write sends (text for one tool, unless the engine drives several).
+ */
+export abstract class DiffEngine<T extends ServiceId, S = string> implements DataPlaneEngine {
   abstract readonly name: "ipvs" | "nftables";
   /** What the kernel is believed to hold; undefined: unknown, read it first. */
   private known: T[] | undefined;
@@ -122,10 +125,10 @@ export abstract class DiffEngine<T extends ServiceId> implements DataPlaneEngine
    */
   protected abstract read(timeoutMs?: number): Promise<KernelRead<T[]>>;
   protected abstract render(desired: VirtualService[]): T[];
-  protected abstract diff(current: T[], desired: T[]): Scripts;
+  protected abstract diff(current: T[], desired: T[]): Scripts<S>;
   /** Replaces everything with `desired` (what a diff cannot repair). */
-  protected abstract rebuild(desired: T[]): Scripts;
-  protected abstract write(script: string): Promise<void>;
+  protected abstract rebuild(desired: T[]): Scripts<S>;
+  protected abstract write(script: S): Promise<void>;
   /** The keys of the services that differ between two states (added, removed or changed). */
   protected abstract changed(current: T[], desired: T[]): string[];
   /**
@@ -317,7 +320,7 @@ export abstract class DiffEngine<T extends ServiceId> implements DataPlaneEngine
   }
 
   /** Sends scripts in order; `keys` are the services they touch. */
-  private async send(scripts: Iterable<string>, keys: Iterable<string> | "all"): Promise<void> {
+  private async send(scripts: Iterable<S>, keys: Iterable<string> | "all"): Promise<void> {
     const generation = ++this.generation;
     if (keys === "all") this.rebuiltAt = generation;
     else for (const key of keys) this.touched.set(key, generation);

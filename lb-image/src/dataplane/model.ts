@@ -5,11 +5,13 @@ export const SCHEDULERS = ["mh", "rr", "wrr", "lc"] as const;
 export type Scheduler = (typeof SCHEDULERS)[number];
 export type Protocol = "tcp" | "udp";
 /**
- * How a flow reaches its backend: "snat" rewrites the destination to the backend and the source to
- * the LB pod (replies come back through the LB); "dsr" hands the packet unchanged to the backend pod
- * through a tunnel, and the backend replies to the client directly (dsr/dsrTunnel.ts).
+ * How a service's packets reach its backends. "snat": the LB rewrites the destination and
+ * masquerades the source, so replies come back through it whatever the backends' routes.
+ * "dsr": the LB encapsulates toward the backend, which replies to the client directly (the
+ * backend must hold the VIP, and its port must be the service's: no port remapping).
  */
-export type Forwarding = "snat" | "dsr";
+export const FORWARDINGS = ["snat", "dsr"] as const;
+export type Forwarding = (typeof FORWARDINGS)[number];
 
 export interface Backend {
   ip: string;
@@ -25,9 +27,9 @@ export interface VirtualService {
   port: number;
   protocol: Protocol;
   scheduler: Scheduler;
-  backends: Backend[];
-  /** How flows reach the backends; absent: "snat". */
+  /** "snat" when absent. */
   forwarding?: Forwarding;
+  backends: Backend[];
 }
 
 /** Identity of a virtual service: one per protocol, VIP and port. */

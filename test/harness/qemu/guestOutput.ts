@@ -20,3 +20,12 @@ export function extractGuestOutput(serial: string, runId: string): GuestOutput |
   if (!end?.[1]) return undefined;
   return { output: body.slice(0, end.index), exitCode: Number(end[1]) };
 }
+
+/** The lines a script printed under `=== name` (its `echo "=== name"`), up to the next such line. */
+export function guestSection(output: string, name: string): string[] {
+  const lines = output.split("\n");
+  const start = lines.indexOf(`=== ${name}`);
+  if (start < 0) throw new Error(`no "${name}" section in the guest's output:\n${output}`);
+  const end = lines.findIndex((line, i) => i > start && line.startsWith("=== "));
+  return lines.slice(start + 1, end < 0 ? undefined : end);
+}

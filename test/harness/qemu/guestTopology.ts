@@ -65,35 +65,14 @@ export function guestTopology(opts: GuestTopologyOptions): GuestTopology {
     const backendIp = backendIps[i] ?? "";
     const gateway = `10.2.${i + 1}.1`;
     lines.push(
-      `${ip} netns add ${ns}`,
-      `${ip} link add ${ns} type veth peer name eth0 netns ${ns}`,
-      `${ip} link set ${ns} netns lb`,
-      `${ip} -n lb addr add ${gateway}/24 dev ${ns}`,
-      `${ip} -n lb link set ${ns} up`,
-      `${ip} -n ${ns} addr add ${backendIp}/24 dev eth0`,
-      `${ip} -n ${ns} link set lo up`,
-      `${ip} -n ${ns} link set eth0 up`,
-      `${ip} -n ${ns} route add default via ${gateway}`,
+      ...linkedHost("lb", ns, backendIp, gateway),
       `mkdir -p /srv/${ns}`,
       `echo '${backendPage(backendIp)}' >/srv/${ns}/index.html`,
       `${ip} netns exec ${ns} httpd -p ${port} -h /srv/${ns}`,
     );
   });
-  const checks = backendIps.map(
-    (backendIp) =>
-      // httpd forks into the background; wait until each answers (from the lb, as IPVS will ask).
-      `plb_i=0; until ${ip} netns exec lb timeout 5 wget -q -O /dev/null http://${backendIp}:${port}/; do ` +
-      `plb_i=$((plb_i + 1)); [ $plb_i -lt 50 ] || { echo "guestTopology: backend ${backendIp} never answered" >&2; exit ${TOPOLOGY_EXIT_CODE}; }; sleep 0.2; done`,
-  );
-  const script = [
-    "# guestTopology: client, lb and backends in network namespaces",
-    ...lines.map(
-      (line) =>
-        `${line} || { echo ${quote(`guestTopology: failed: ${line}`)} >&2; exit ${TOPOLOGY_EXIT_CODE}; }`,
-    ),
-    ...checks,
-    "",
-  ].join("\n");
+  const checks = backendIps.map((backendIp) => awaitHttp("lb", `http://${backendIp}:${port}/`));
+  const script = topologyScript("client, lb and backends in network namespaces", lines, checks);
   return {
     script,
     vip,
@@ -102,6 +81,49 @@ export function guestTopology(opts: GuestTopologyOptions): GuestTopology {
     port,
     namespaces: { client: "client", lb: "lb", backends: names },
   };
+}
+
+/**
+ * Namespace `ns` with its own veth link to namespace `hub`: `address`/24 on its eth0, `gateway`/24
+ * on the hub's end (named `ns`), and its default route through the hub.
+ */
+export function linkedHost(hub: string, ns: string, address: string, gateway: string): string[] {
+  const ip = GUEST_PATHS.ip;
+  return [
+    `${ip} netns add ${ns}`,
+    `${ip} link add ${ns} type veth peer name eth0 netns ${ns}`,
+    `${ip} link set ${ns} netns ${hub}`,
+    `${ip} -n ${hub} addr add ${gateway}/24 dev ${ns}`,
+    `${ip} -n ${hub} link set ${ns} up`,
+    `${ip} -n ${ns} addr add ${address}/24 dev eth0`,
+    `${ip} -n ${ns} link set lo up`,
+    `${ip} -n ${ns} link set eth0 up`,
+    `${ip} -n ${ns} route add default via ${gateway}`,
+  ];
+}
+
+/**
+ * A topology's shell: each line exits the script with TOPOLOGY_EXIT_CODE when it fails, naming it;
+ * then the checks.
+ */
+export function topologyScript(title: string, lines: string[], checks: string[]): string {
+  return [
+    `# guestTopology: ${title}`,
+    ...lines.map(
+      (line) =>
+        `${line} || { echo ${quote(`guestTopology: failed: ${line}`)} >&2; exit ${TOPOLOGY_EXIT_CODE}; }`,
+    ),
+    ...checks,
+    "",
+  ].join("\n");
+}
+
+/** Waits (10 s at most) until `url` answers from namespace `ns`: httpd forks into the background. */
+export function awaitHttp(ns: string, url: string): string {
+  return (
+    `plb_i=0; until ${GUEST_PATHS.ip} netns exec ${ns} timeout 5 wget -q -O /dev/null ${url}; do ` +
+    `plb_i=$((plb_i + 1)); [ $plb_i -lt 50 ] || { echo "guestTopology: ${url} never answered from ${ns}" >&2; exit ${TOPOLOGY_EXIT_CODE}; }; sleep 0.2; done`
+  );
 }
 
 function quote(text: string): string {

@@ -22,6 +22,10 @@ export interface IpvsGuestRun {
   files?: Record<string, string>;
   /** The whole run, boot included; QEMU is killed past it. Default 120 s. */
   timeoutMs?: number;
+  /** More archive entries, at their own paths (e.g. guestNode.ts's Node.js); parents first. */
+  extra?: CpioEntry[];
+  /** Guest memory in MiB; default 512. */
+  memoryMib?: number;
 }
 
 export interface IpvsGuestResult {
@@ -75,9 +79,15 @@ export async function runInIpvsGuest(opts: IpvsGuestRun): Promise<IpvsGuestResul
   const tmp = mkdtempSync(join(tmpdir(), "plb-ipvs-guest-"));
   try {
     const initrd = join(tmp, "initrd");
-    writeFileSync(initrd, combinedInitrd(readFileSync(image.initramfs), testArchive(opts)));
+    writeFileSync(
+      initrd,
+      combinedInitrd(readFileSync(image.initramfs), [
+        testArchive(opts),
+        ...(opts.extra ? [cpioNewc(opts.extra)] : []),
+      ]),
+    );
     const args = [
-      ...["-accel", "tcg", "-cpu", "max", "-smp", "1", "-m", "512", "-nic", "none"],
+      ...["-accel", "tcg", "-cpu", "max", "-smp", "1", "-m", String(opts.memoryMib ?? 512), "-nic", "none"],
       ...["-nographic", "-no-reboot", "-kernel", image.kernel, "-initrd", initrd],
       // quiet + panic=-1: a failing /init ends QEMU at once instead of hanging; mitigations=off
       // spares emulated page-table switches on every syscall, which cost real time under TCG.
@@ -114,9 +124,9 @@ function testArchive(opts: IpvsGuestRun): Buffer {
 }
 
 // The kernel finds an uncompressed archive after a compressed one only at a 4-byte boundary; the
-// zero bytes between them are skipped as padding.
-function combinedInitrd(base: Buffer, extra: Buffer): Buffer {
-  return Buffer.concat([base, Buffer.alloc((4 - (base.length % 4)) % 4), extra]);
+// zero bytes between them are skipped as padding. Archives are unpacked in order.
+function combinedInitrd(base: Buffer, extra: Buffer[]): Buffer {
+  return Buffer.concat([base, Buffer.alloc((4 - (base.length % 4)) % 4), ...extra]);
 }
 
 interface QemuRun {

@@ -1,11 +1,11 @@
 import fc from "fast-check";
-import { serviceKey } from "../model.ts";
+import { backendKey, serviceKey } from "../model.ts";
 import { arbitraryState } from "../testing/arbitraries.ts";
 import { ipvsDiff } from "./ipvsDiff.ts";
 import { formatSave, parseCommand, parseSave } from "./ipvsadmSave.ts";
 import { parseStats } from "./ipvsadmStats.ts";
 import { sortIpvs, toIpvs, type IpvsService } from "./ipvsState.ts";
-import { simulate } from "./testing/ipvsSimulator.ts";
+import { simulate, simulateKernel } from "./testing/ipvsSimulator.ts";
 
 // What another tool (or an older version of ours) may have left: other schedulers, flags, methods.
 const arbitraryForeign: fc.Arbitrary<IpvsService[]> = arbitraryState.chain((state) =>
@@ -17,7 +17,10 @@ const arbitraryForeign: fc.Arbitrary<IpvsService[]> = arbitraryState.chain((stat
     )
     .map(([scheduler, flags, method]) =>
       toIpvs(state).map((s, i) =>
-        i % 2 ? { ...s, scheduler, flags, servers: s.servers.map((r) => ({ ...r, method })) } : s,
+        i % 2
+          ? { ...s, scheduler, flags, servers: s.servers.map((r) => ({ ...r, method })) }
+          : // An mh service whose servers were added in another order (by hand, or an older version).
+            { ...s, inOrder: s.scheduler !== "mh" || s.servers.length < 2 },
       ),
     ),
 );
@@ -56,10 +59,64 @@ describe("IPVS engine (pure)", () => {
     );
   });
 
+  it("leaves mh servers in one kernel order whatever the history, so every LB builds one table", () => {
+    // ip_vs_mh fills its table walking the kernel's server list: two LBs with the same servers
+    // but different histories of adds and deletes must still list them alike.
+    const kernelOrder = (kernel: IpvsService[]) =>
+      kernel.filter((s) => s.scheduler === "mh").map((s) => [serviceKey(s), s.servers.map(backendKey)]);
+    fc.assert(
+      fc.property(fc.array(arbitraryState, { minLength: 1, maxLength: 5 }), (history) => {
+        let kernel: IpvsService[] = [];
+        let state: IpvsService[] = [];
+        for (const step of history) {
+          const want = toIpvs(step);
+          kernel = simulateKernel(kernel, ipvsDiff(state, want));
+          state = want;
+        }
+        const fresh = simulateKernel([], ipvsDiff([], state));
+        expect(kernelOrder(kernel).sort()).toEqual(kernelOrder(fresh).sort());
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it("re-adds in order only the mh servers behind a new one, in the same batch", () => {
+    const mh = (ips: string[]) =>
+      toIpvs([
+        {
+          vip: "10.1.1.10",
+          port: 80,
+          protocol: "tcp",
+          scheduler: "mh",
+          backends: ips.map((ip) => ({ ip, port: 80, weight: 1 })),
+        },
+      ]);
+    expect(
+      ipvsDiff(
+        mh(["10.0.0.1", "10.0.0.3", "10.0.0.4"]),
+        mh(["10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"]),
+      ),
+    ).toEqual([
+      "-d -t 10.1.1.10:80 -r 10.0.0.3:80",
+      "-d -t 10.1.1.10:80 -r 10.0.0.4:80",
+      "-a -t 10.1.1.10:80 -r 10.0.0.2:80 -m -w 1",
+      "-a -t 10.1.1.10:80 -r 10.0.0.3:80 -m -w 1",
+      "-a -t 10.1.1.10:80 -r 10.0.0.4:80 -m -w 1",
+    ]);
+    // Removing keeps the rest in order; adding at the end re-adds nothing.
+    expect(ipvsDiff(mh(["10.0.0.1", "10.0.0.2"]), mh(["10.0.0.2"]))).toEqual([
+      "-d -t 10.1.1.10:80 -r 10.0.0.1:80",
+    ]);
+    expect(ipvsDiff(mh(["10.0.0.1"]), mh(["10.0.0.1", "10.0.0.2"]))).toEqual([
+      "-a -t 10.1.1.10:80 -r 10.0.0.2:80 -m -w 1",
+    ]);
+  });
+
   it("parses what it formats (the -S text round-trips)", () => {
     fc.assert(
       fc.property(arbitraryForeign, (state) => {
-        expect(parseSave(formatSave(state))).toEqual(sortIpvs(state));
+        // The kernel's server order is not in the text (ipvsProc.ts reads it).
+        expect(parseSave(formatSave(state))).toEqual(sortIpvs(state).map((s) => ({ ...s, inOrder: true })));
       }),
       { numRuns: 200 },
     );

@@ -84,6 +84,10 @@ export function parseCommand(line: string): IpvsCommand {
   if (op === "-A" || op === "-E" || op === "-D") return { op, service };
   const { ip, port: rport } = hostPort(opts.get("-r") as string | undefined, line);
   const weight = opts.get("-w");
+  // -Sn names the tunnel type of every -i server; ours are IPIP (the default), anything else is not.
+  const tunType = opts.get("--tun-type");
+  if (tunType !== undefined && tunType !== "ipip")
+    throw new IpvsParseError(`ipvsadm: tunnel type ${String(tunType)} is not ours (only ipip): ${line}`);
   const method: ForwardingMethod | undefined = opts.has("-g")
     ? "gate"
     : opts.has("-i")
@@ -103,7 +107,7 @@ export function parseCommand(line: string): IpvsCommand {
   };
 }
 
-/** Parses `ipvsadm -S -n` output (only -A and -a lines). */
+/** Parses `ipvsadm -S -n` output (only -A and -a lines); the servers' kernel order is not in it. */
 export function parseSave(text: string): IpvsService[] {
   const services = new Map<string, IpvsService>();
   for (const line of text.split("\n")) {
@@ -116,6 +120,8 @@ export function parseSave(text: string): IpvsService[] {
         scheduler: service.scheduler ?? "wlc",
         flags: service.flags ?? [],
         servers: [],
+        // -Sn sorts real servers; the kernel's order is read from /proc/net/ip_vs (ipvsProc.ts).
+        inOrder: true,
       });
     } else if (op === "-a" && server) {
       const svc = services.get(key);

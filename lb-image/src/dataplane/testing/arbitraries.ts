@@ -1,6 +1,6 @@
 // fast-check generators of data-plane states, shared by the engines' property tests.
 import fc from "fast-check";
-import { SCHEDULERS, serviceKey, type Backend, type VirtualService } from "../model.ts";
+import { FORWARDINGS, SCHEDULERS, serviceKey, type Backend, type VirtualService } from "../model.ts";
 
 // Small address and port spaces on purpose: collisions between current and desired are the
 // interesting cases (same service, changed backends).
@@ -20,17 +20,13 @@ export const arbitraryService: fc.Arbitrary<VirtualService> = fc
     port,
     protocol: fc.constantFrom("tcp" as const, "udp" as const),
     scheduler: fc.constantFrom(...SCHEDULERS),
+    forwarding: fc.constantFrom(...FORWARDINGS),
     backends: fc.uniqueArray(arbitraryBackend, { selector: (b) => `${b.ip}:${b.port}`, maxLength: 6 }),
-    forwarding: fc.constantFrom("snat" as const, "dsr" as const),
   })
-  // DSR cannot change the port (the desired state never asks it to): one backend per pod, on the
-  // service's port.
+  // DSR cannot remap ports: its backends listen on the service's port.
   .map((s) =>
     s.forwarding === "dsr"
-      ? {
-          ...s,
-          backends: [...new Map(s.backends.map((b) => [b.ip, { ...b, port: s.port }])).values()],
-        }
+      ? { ...s, backends: [...new Map(s.backends.map((b) => [b.ip, { ...b, port: s.port }])).values()] }
       : s,
   );
 

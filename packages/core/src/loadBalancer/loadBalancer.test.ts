@@ -138,7 +138,7 @@ describe("LoadBalancer", () => {
     expect(pod.nodeSelector).toBeUndefined();
     expect(pod.containers[0].securityContext.capabilities.add).toEqual(["NET_ADMIN", "SYS_ADMIN"]);
     expect(pod.volumes).toContainEqual(
-      expect.objectContaining({ hostPath: { path: "/var/lib/runtime/netns", type: "Directory" } }),
+      expect.objectContaining({ hostPath: { path: "/var/lib/runtime/netns", type: "DirectoryOrCreate" } }),
     );
     // The controller serves by DSR: the mode is in the config both read.
     const config = JSON.parse(one("kubernetes:core/v1:ConfigMap").data["config.json"]);

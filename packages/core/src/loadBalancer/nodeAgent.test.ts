@@ -111,7 +111,7 @@ describe("NodeAgent", () => {
     expect(c.env).toContainEqual({ name: "DSR_NETNS_DIR", value: "/run/containerd/netns" });
     expect(pod.volumes).toEqual([
       { name: "config", configMap: { name: "lb-config" } },
-      { name: "pod-netns", hostPath: { path: "/run/containerd/netns", type: "Directory" } },
+      { name: "pod-netns", hostPath: { path: "/run/containerd/netns", type: "DirectoryOrCreate" } },
       { name: "proc-sys-net", hostPath: { path: "/proc/sys/net", type: "Directory" } },
     ]);
     expect(c.volumeMounts).toEqual([

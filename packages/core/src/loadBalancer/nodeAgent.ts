@@ -85,7 +85,8 @@ export function nodeAgentPodSpec(args: NodeAgentArgs): k8s.types.input.core.v1.P
       { name: "config", configMap: { name: args.configMapName } },
       ...(dsr
         ? [
-            { name: NETNS_VOLUME, hostPath: { path: dsr.netnsDir, type: "Directory" } },
+            // The runtime makes it with the node's first pod; the agent may start first.
+            { name: NETNS_VOLUME, hostPath: { path: dsr.netnsDir, type: "DirectoryOrCreate" } },
             { name: PROC_SYS_NET_VOLUME, hostPath: { path: "/proc/sys/net", type: "Directory" } },
           ]
         : []),

@@ -144,11 +144,24 @@ function configVolume(input: LbPodSpecInput, bgp: boolean) {
 }
 
 /**
- * The sysctls the LB pod sets in its own network namespace: it forwards VIP traffic to the backends.
- * Kubernetes counts net.ipv4.ip_forward as unsafe, so the LB nodes' kubelets must allow it
- * (`allowedUnsafeSysctls`, or `--allowed-unsafe-sysctls`); otherwise the pods fail with SysctlForbidden.
+ * The sysctls an LB pod may set in its own network namespace; none is on Kubernetes' "safe" list,
+ * so the LB nodes' kubelets must allow them all (`allowedUnsafeSysctls`, or
+ * `--allowed-unsafe-sysctls`), or the pods fail with SysctlForbidden.
  */
-export const LB_POD_SYSCTLS = ["net.ipv4.ip_forward"];
+export const LB_POD_SYSCTLS = ["net.ipv4.ip_forward", "net.ipv4.vs.conntrack"];
+
+/**
+ * What the pod sets: ip_forward (it forwards VIP traffic to backends) and, with dataPlane.engine
+ * ipvs, net.ipv4.vs.conntrack (IPVS hands its NAT connections to conntrack, so the controller's
+ * nft table can masquerade them). The latter exists only where ip_vs is loaded, and a sysctl the
+ * kernel lacks stops the pod from starting: in auto mode it is not set, and the controller uses
+ * IPVS only if it finds it on (lb-image chooseEngine.ts).
+ */
+export function lbPodSysctls(config: LbConfig): string[] {
+  return LB_POD_SYSCTLS.filter(
+    (name) => name !== "net.ipv4.vs.conntrack" || config.dataPlane.engine === "ipvs",
+  );
+}
 
 export function lbPodSpec(input: LbPodSpecInput): PodSpec {
   const bgp = input.config.routingMode === "bgp";
@@ -166,7 +179,7 @@ export function lbPodSpec(input: LbPodSpecInput): PodSpec {
     },
     tolerations: LB_NODE_TOLERATIONS,
     terminationGracePeriodSeconds: lbTerminationGraceS(input.config),
-    securityContext: { sysctls: LB_POD_SYSCTLS.map((name) => ({ name, value: "1" })) },
+    securityContext: { sysctls: lbPodSysctls(input.config).map((name) => ({ name, value: "1" })) },
     containers: bgp ? [controller(input, bgp), speaker(input)] : [controller(input, bgp)],
     volumes: [
       configVolume(input, bgp),

@@ -6,7 +6,8 @@
 // - the kubelet links every container's log into /var/log/containers and containerd's shims keep
 //   their sockets in /run/containerd whatever containerd's state folder: here /run is the node's own
 //   tmpfs and /var/log a folder of the node's;
-// - its mounts (volumes, container root filesystems, pods' network namespaces) live and die with it.
+// - its mounts (volumes, container root filesystems, pods' network namespaces in /run/netns) live
+//   and die with it.
 // A process in the node's network namespace holds it, so whatever kills the node's processes (its
 // own stop, or the netns lab's reaper) ends it too.
 import { readlinkSync, mkdirSync, writeFileSync } from "node:fs";
@@ -72,6 +73,10 @@ export async function prepareMountNamespace(layout: NodeLayout, holderPid: numbe
       throw new MountNamespaceError(`${where}: 'nsenter ${all.join(" ")}' failed: ${r.stderr.trim()}`);
   };
   await mount("-t", "tmpfs", "-o", "mode=0755,size=64m", "tmpfs", "/run");
+  // Shared within the node (a peer group of its own: the namespace is private to the machine), as
+  // on a real node: pods' network namespaces under /run/netns then reach a pod that mounts the
+  // folder with HostToContainer propagation (the DSR node agent), which needs a shared source.
+  await mount("--make-rshared", "/run");
   mkdirSync(layout.varLog, { recursive: true });
   await mount("--bind", layout.varLog, "/var/log");
   mkdirSync(layout.sysctlShadows, { recursive: true });
