@@ -48,7 +48,7 @@ describe("desiredState", () => {
     });
     expect(out.services.map((s) => [s.vip, s.forwarding])).toEqual([
       ["10.1.1.10", "dsr"],
-      ["10.1.1.11", undefined],
+      ["10.1.1.11", "snat"],
     ]);
     expect(out.skipped).toEqual([
       expect.objectContaining({

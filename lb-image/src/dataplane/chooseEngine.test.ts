@@ -8,7 +8,7 @@ describe("chooseEngine", () => {
     });
     const fallback = chooseEngine("auto", { present: true, conntrack: false });
     expect(fallback).toMatchObject({ engine: { name: "nftables" }, reason: "ipvs-cannot-masquerade" });
-    expect(fallback.warning).toMatch(/net\.ipv4\.vs\.conntrack is not 1.*set dataPlane\.mode to ipvs/);
+    expect(fallback.warning).toMatch(/net\.ipv4\.vs\.conntrack is not 1.*set dataPlane\.engine to ipvs/);
     const none = chooseEngine("auto", { present: false, conntrack: false });
     expect(none).toMatchObject({ engine: { name: "nftables" }, reason: "no-ipvs" });
     expect(none.warning).toBeUndefined();
