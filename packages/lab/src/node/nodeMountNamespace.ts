@@ -72,6 +72,18 @@ export async function prepareMountNamespace(layout: NodeLayout, holderPid: numbe
     if (r.code !== 0)
       throw new MountNamespaceError(`${where}: 'nsenter ${all.join(" ")}' failed: ${r.stderr.trim()}`);
   };
+  // The machine's own /run/netns mount (where `ip netns` keeps the lab's namespaces) is copied into
+  // the node's namespace; hidden under the node's /run it would still be the entry runtimes find for
+  // that path in mountinfo (private, which fails HostToContainer mounts of the node's /run/netns).
+  const inherited = await execCommand(
+    "nsenter",
+    [`--mount=/proc/${holderPid}/ns/mnt`, "umount", "--lazy", "/run/netns"],
+    { timeoutMs: 15_000 },
+  );
+  if (inherited.code !== 0 && !/not mounted|no mount point/.test(inherited.stderr))
+    throw new MountNamespaceError(
+      `${where}: unmounting the machine's /run/netns failed: ${inherited.stderr.trim()}`,
+    );
   await mount("-t", "tmpfs", "-o", "mode=0755,size=64m", "tmpfs", "/run");
   // Shared within the node (a peer group of its own: the namespace is private to the machine), as
   // on a real node: pods' network namespaces under /run/netns then reach a pod that mounts the
