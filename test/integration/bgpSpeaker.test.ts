@@ -83,9 +83,13 @@ const routesAt = () => Promise.all([0, 1].map(reflectorRoutes));
 const via = (...vips: string[]) => vips.map((v) => `${v}/32 via ${NODE_IP}`);
 
 /** Each reflector's BGP sessions (dynamic, one per speaker) with their last change: a reset shows. */
-async function reflectorSessions(i: number): Promise<string[]> {
+/** Each reflector protocol's name, state and since when (ms of the day, as BIRD prints hh:mm:ss.mmm). */
+async function reflectorSessions(i: number): Promise<{ session: string; sinceMs: number }[]> {
   const out = await rrs[i]!.run("birdc", ["-s", join(rrDirs[i]!, "bird.ctl"), "show", "protocols"]);
-  return parseProtocols(out).map((s) => `${s.name} ${s.since} ${s.info}`);
+  return parseProtocols(out).map((s) => ({
+    session: `${s.name} ${s.info}`,
+    sinceMs: s.since.split(":").reduce((ms, part) => ms * 60 + Number(part) * 1000, 0),
+  }));
 }
 
 /** Polls every 20 ms until `check` holds; the ms it took, or undefined after `timeoutMs`. */
@@ -232,7 +236,16 @@ describe("LB speaker driven by the controller, against two real route reflectors
     expect(await speaker.announce(vips)).toBe(true);
     await settle(async () => (await routesAt()).every((r) => r.length === 2), 5_000);
     // Every change went out as updates on the sessions that were up all along, on both sides.
-    expect(await Promise.all([0, 1].map(reflectorSessions))).toEqual(sessionsBefore);
+    // (Same states since the same instants, up to the printing's millisecond, see `since` below.)
+    const sessionsAfter = await Promise.all([0, 1].map(reflectorSessions));
+    expect(sessionsAfter.map((rr) => rr.map((p) => p.session))).toEqual(
+      sessionsBefore.map((rr) => rr.map((p) => p.session)),
+    );
+    sessionsAfter.forEach((rr, i) =>
+      rr.forEach((p, j) =>
+        expect(Math.abs(p.sinceMs - sessionsBefore[i]![j]!.sinceMs)).toBeLessThanOrEqual(2),
+      ),
+    );
     const speakerAfter = await since();
     expect(speakerAfter.map(([peer]) => peer)).toEqual(speakerBefore.map(([peer]) => peer));
     speakerAfter.forEach(([, t], i) => expect(Math.abs(t - speakerBefore[i]![1])).toBeLessThanOrEqual(2));

@@ -181,14 +181,17 @@ describe("IPVS engine in a routed network (QEMU guest, Node inside)", () => {
   beforeAll(async () => {
     const dist = join(repoRoot(), "lb-image/dist/dataplane");
     const files: Record<string, string> = {};
-    const walk = (dir: string): void => {
+    // A folder's code (and package.json files) under `guest`, keeping its layout.
+    const walk = (from: string, guest: string, dir = from): void => {
       for (const e of readdirSync(dir, { withFileTypes: true })) {
         const path = join(dir, e.name);
-        if (e.isDirectory()) walk(path);
-        else if (e.name.endsWith(".js")) files[`/opt/plb/dataplane/${relative(dist, path)}`] = path;
+        if (e.isDirectory()) walk(from, guest, path);
+        else if (/\.c?js$|^package\.json$/.test(e.name)) files[`${guest}/${relative(from, path)}`] = path;
       }
     };
-    walk(dist);
+    walk(dist, "/opt/plb/dataplane");
+    // The engines' one third-party dependency (the DSR tunnels parse `ip -j` with zod): ~3 MB.
+    walk(join(repoRoot(), "node_modules/zod"), "/opt/plb/node_modules/zod");
     if (!files["/opt/plb/dataplane/ipvs/ipvsEngine.js"])
       throw new Error(`no built engine in ${dist}: run npm run build first`);
     const started = Date.now();
