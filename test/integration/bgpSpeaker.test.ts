@@ -88,7 +88,7 @@ async function reflectorSessions(i: number): Promise<{ session: string; sinceMs:
   const out = await rrs[i]!.run("birdc", ["-s", join(rrDirs[i]!, "bird.ctl"), "show", "protocols"]);
   return parseProtocols(out).map((s) => ({
     session: `${s.name} ${s.info}`,
-    sinceMs: s.since.split(":").reduce((ms, part) => ms * 60 + Number(part) * 1000, 0),
+    sinceMs: (s.since ?? "").split(":").reduce((ms, part) => ms * 60 + Number(part) * 1000, 0),
   }));
 }
 
