@@ -82,8 +82,9 @@ export function tunnelPlan(found: TunnelState, backends: Iterable<string>, uplin
   }
   const mtu = uplinkMtu - DSR_OVERHEAD;
   const d = found.device;
-  if (d && (!d.vxlanExternal || d.port !== DSR_UDP_PORT)) cmds.push(`link del ${DSR_DEVICE}`);
+  // Made anew when missing or not the device we make (a wrong kind or port cannot be changed).
   const fresh = !d || !d.vxlanExternal || d.port !== DSR_UDP_PORT;
+  if (fresh && d) cmds.push(`link del ${DSR_DEVICE}`);
   if (fresh) cmds.push(`link add ${DSR_DEVICE} type vxlan external dstport ${DSR_UDP_PORT}`);
   if (fresh || d.mac !== DSR_LB_MAC || d.mtu !== mtu || !d.up)
     cmds.push(`link set ${DSR_DEVICE} address ${DSR_LB_MAC} mtu ${mtu} up`);

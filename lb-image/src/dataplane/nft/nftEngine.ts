@@ -62,18 +62,19 @@ export class NftEngine extends DiffEngine<NftService> {
 
   /**
    * DSR services also need their backends' tunnels: a new backend's before the table marks flows
-   * toward it, and a gone backend's kept until the table no longer does. Skipped while no service
-   * is served by DSR and none was (after the first apply has removed any left over).
+   * toward it, and a gone backend's kept until the table no longer does. Each costs a read of the
+   * namespace's links, rules and routes, so only when the backend set changes (or, at the first
+   * apply, to adopt or clear what is there); drift between changes is the scheduled checks' to repair.
    */
   override async apply(desired: VirtualService[]): Promise<ApplyResult> {
     const backends = new Set(
       desired.filter((s) => s.forwarding === "dsr").flatMap((s) => s.backends.map((b) => b.ip)),
     );
     const before = this.tunnelBackends;
-    const idle = before !== undefined && before.size === 0 && backends.size === 0;
-    if (!idle) await this.tunnels.apply(new Set([...(before ?? []), ...backends]));
+    if (before === undefined || [...backends].some((b) => !before.has(b)))
+      await this.tunnels.apply(new Set([...(before ?? []), ...backends]));
     const result = await super.apply(desired);
-    if (!idle) await this.tunnels.apply(backends);
+    if (before !== undefined && [...before].some((b) => !backends.has(b))) await this.tunnels.apply(backends);
     this.tunnelBackends = backends;
     return result;
   }
