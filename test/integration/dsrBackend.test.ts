@@ -12,7 +12,11 @@ import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { pino } from "pino";
 import { Registry } from "prom-client";
-import { DSR_BACKEND_MAC, DSR_DEVICE, DSR_UDP_PORT } from "../../lb-image/src/dataplane/dsr/dsrTunnel.ts";
+import {
+  DSR_BACKEND_MAC,
+  DSR_BACKEND_DEVICE,
+  DSR_UDP_PORT,
+} from "../../lb-image/src/dataplane/dsr/dsrTunnel.ts";
 import type { VirtualService } from "../../lb-image/src/dataplane/model.ts";
 import type { DsrReport } from "../../lb-image/src/nodeAgent/dsr/dsrApplier.ts";
 import { DSR_NODE_TABLE, parseNodeTable } from "../../lb-image/src/nodeAgent/dsr/nodeDsrTable.ts";
@@ -84,7 +88,7 @@ async function podState(ns: LabNamespace) {
     address: string;
     addr_info: { local: string; label?: string }[];
   }[];
-  const dev = links.find((l) => l.ifname === DSR_DEVICE);
+  const dev = links.find((l) => l.ifname === DSR_BACKEND_DEVICE);
   const lo = links.find((l) => l.ifname === "lo")!;
   return {
     device: dev && { mtu: dev.mtu, mac: dev.address, ifindex: dev.ifindex },
@@ -161,7 +165,9 @@ beforeAll(async () => {
   ]);
   // The node as many distributions ship it (strict reverse-path filter), with kube-proxy's drop,
   // and the runtime's netns directory, with a file that is no namespace at all.
-  backendNode = await DsrBackendNode.create(node, [podA, podB], ["cni0"]);
+  // The LB's namespace is in it too, as an LB pod on a node with backends is: its own VXLAN device
+  // must never be taken for a backend's.
+  backendNode = await DsrBackendNode.create(node, [podA, podB, lb], ["cni0"]);
   writeFileSync(join(backendNode.netnsDir, "not-a-namespace"), "");
 });
 
@@ -182,7 +188,7 @@ describe("DSR backend side in network namespaces", () => {
       vips: [VIP],
       rpFilterAll: "0",
     });
-    expect(await podA.sysctl(`net.ipv4.conf.${DSR_DEVICE}.rp_filter`)).toBe("0");
+    expect(await podA.sysctl(`net.ipv4.conf.${DSR_BACKEND_DEVICE}.rp_filter`)).toBe("0");
     // The other pod serves no DSR VIP: untouched.
     expect(await podState(podB)).toEqual({ device: undefined, vips: [], rpFilterAll: "1" });
     expect(await nodeTable()).toEqual({ vips: [VIP], mss: CLAMPED_MSS });
@@ -228,13 +234,18 @@ describe("DSR backend side in network namespaces", () => {
     }
   });
 
-  it("adopts what it finds after a restart, without churn", async () => {
+  it("adopts what it finds after a restart, without churn, leaving an LB pod's tunnels alone", async () => {
     const before = await podState(podA);
+    const lbTunnels = async () => [await lb.ip("-d", "link", "show", "type", "vxlan"), await lb.ip("rule")];
+    const lbBefore = await lbTunnels();
+    expect(lbBefore[0]).toContain("plb-dsr");
     const registry = new Registry();
     const report = await applier(registry).apply([svc(VIP, [POD_A])], NODE);
     expectClean(report);
     expect(report.changes).toBe(0);
     expect(await podState(podA)).toEqual(before);
+    expect(await lbTunnels()).toEqual(lbBefore);
+    expect(await ask()).toMatchObject({ backend: VIP });
     expect(await registry.getSingleMetricAsString("portable_lb_dsr_backend_pods")).toMatch(/ 1$/);
   });
 
@@ -254,7 +265,7 @@ describe("DSR backend side in network namespaces", () => {
     expect(await nodeTable()).toEqual({ vips: [VIP, VIP2], mss: CLAMPED_MSS });
     // The node itself is never prepared.
     expect(JSON.parse(await node.ip("-j", "link", "show"))).not.toContainEqual(
-      expect.objectContaining({ ifname: DSR_DEVICE }),
+      expect.objectContaining({ ifname: DSR_BACKEND_DEVICE }),
     );
     expect(await registry.getSingleMetricAsString("portable_lb_dsr_host_network_backends")).toMatch(/ 1$/);
     expect(await registry.getSingleMetricAsString("portable_lb_dsr_pod_errors_total")).toMatch(/ 1$/);

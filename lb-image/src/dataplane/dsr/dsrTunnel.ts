@@ -11,8 +11,12 @@
 // device, and this kernel has neither ipip nor GUE (MACHINE-FACTS); where IPVS exists its tunnel
 // mode does the LB half instead.
 
-/** The VXLAN device on both ends (LB pod and backend pod). */
-export const DSR_DEVICE = "plb-dsr";
+// Each end's VXLAN device has a name of its own: a node agent that adopts what an earlier run left
+// in the pod namespaces of its node must never take an LB pod's device for a backend's.
+/** The LB pod's encapsulating VXLAN device. */
+export const DSR_LB_DEVICE = "plb-dsr";
+/** The backend pod's decapsulating VXLAN device. */
+export const DSR_BACKEND_DEVICE = "plb-dsr-rx";
 /** UDP port of the tunnel, in the pods' own network namespaces (IANA's VXLAN port). */
 export const DSR_UDP_PORT = 4789;
 /** Any VNI works on a metadata device; a fixed one keeps captures readable ("plb"). */

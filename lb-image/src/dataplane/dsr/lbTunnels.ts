@@ -7,7 +7,7 @@ import { z } from "zod";
 import { run } from "../exec.ts";
 import {
   DSR_BACKEND_MAC,
-  DSR_DEVICE,
+  DSR_LB_DEVICE,
   DSR_LB_MAC,
   DSR_NEXT_HOP,
   DSR_OVERHEAD,
@@ -77,20 +77,20 @@ export function tunnelPlan(found: TunnelState, backends: Iterable<string>, uplin
     if (!found.kernelLocal) cmds.push("rule add pref 0 lookup local");
     for (const r of found.rules) del(r);
     for (const table of found.routes.keys()) cmds.push(`route del default table ${table} proto ${DSR_PROTO}`);
-    if (found.device) cmds.push(`link del ${DSR_DEVICE}`);
+    if (found.device) cmds.push(`link del ${DSR_LB_DEVICE}`);
     return cmds;
   }
   const mtu = uplinkMtu - DSR_OVERHEAD;
   const d = found.device;
   // Made anew when missing or not the device we make (a wrong kind or port cannot be changed).
   const fresh = !d || !d.vxlanExternal || d.port !== DSR_UDP_PORT;
-  if (fresh && d) cmds.push(`link del ${DSR_DEVICE}`);
-  if (fresh) cmds.push(`link add ${DSR_DEVICE} type vxlan external dstport ${DSR_UDP_PORT}`);
+  if (fresh && d) cmds.push(`link del ${DSR_LB_DEVICE}`);
+  if (fresh) cmds.push(`link add ${DSR_LB_DEVICE} type vxlan external dstport ${DSR_UDP_PORT}`);
   if (fresh || d.mac !== DSR_LB_MAC || d.mtu !== mtu || !d.up)
-    cmds.push(`link set ${DSR_DEVICE} address ${DSR_LB_MAC} mtu ${mtu} up`);
+    cmds.push(`link set ${DSR_LB_DEVICE} address ${DSR_LB_MAC} mtu ${mtu} up`);
   const n = found.neighbour;
   if (fresh || !n || n.lladdr !== DSR_BACKEND_MAC || !n.permanent)
-    cmds.push(`neigh replace ${DSR_NEXT_HOP} lladdr ${DSR_BACKEND_MAC} dev ${DSR_DEVICE} nud permanent`);
+    cmds.push(`neigh replace ${DSR_NEXT_HOP} lladdr ${DSR_BACKEND_MAC} dev ${DSR_LB_DEVICE} nud permanent`);
 
   // Rules compare by their spec: anything of ours not wanted (or there twice) goes.
   const wanted = new Set([SKIP_RULE, LOCAL_RULE, ...[...want.keys()].map(backendRule)].map(ruleSpec));
@@ -112,7 +112,7 @@ export function tunnelPlan(found: TunnelState, backends: Iterable<string>, uplin
   for (const [mark, ip] of want) {
     if (fresh || found.routes.get(mark) !== ip)
       cmds.push(
-        `route replace default via ${DSR_NEXT_HOP} dev ${DSR_DEVICE} onlink encap ip id ${DSR_VNI} dst ${ip} table ${mark} proto ${DSR_PROTO}`,
+        `route replace default via ${DSR_NEXT_HOP} dev ${DSR_LB_DEVICE} onlink encap ip id ${DSR_VNI} dst ${ip} table ${mark} proto ${DSR_PROTO}`,
       );
     add(backendRule(mark));
   }
@@ -201,10 +201,10 @@ export class LbTunnels {
 
   async read(): Promise<TunnelState> {
     const links = JSON.parse(await run([...this.ip, "-j", "link", "show"])) as { ifname: string }[];
-    const exists = links.some((l) => l.ifname === DSR_DEVICE);
+    const exists = links.some((l) => l.ifname === DSR_LB_DEVICE);
     const [link, neigh, rules, routes] = await Promise.all([
-      exists ? run([...this.ip, "-j", "-d", "link", "show", "dev", DSR_DEVICE]) : undefined,
-      exists ? run([...this.ip, "-j", "neigh", "show", "dev", DSR_DEVICE]) : "[]",
+      exists ? run([...this.ip, "-j", "-d", "link", "show", "dev", DSR_LB_DEVICE]) : undefined,
+      exists ? run([...this.ip, "-j", "neigh", "show", "dev", DSR_LB_DEVICE]) : "[]",
       run([...this.ip, "-j", "rule", "show"]),
       run([...this.ip, "-j", "route", "show", "table", "all", "proto", String(DSR_PROTO)]),
     ]);
@@ -216,7 +216,7 @@ export class LbTunnels {
     const routes = JSON.parse(await run([...this.ip, "-j", "route", "show", "default"])) as {
       dev?: string;
     }[];
-    const dev = routes.find((r) => r.dev && r.dev !== DSR_DEVICE)?.dev;
+    const dev = routes.find((r) => r.dev && r.dev !== DSR_LB_DEVICE)?.dev;
     if (!dev) return 1500;
     const [link] = JSON.parse(await run([...this.ip, "-j", "link", "show", "dev", dev])) as { mtu: number }[];
     return link?.mtu ?? 1500;

@@ -2,7 +2,7 @@
 // adopts what is there on restart (no flush, no change), and applies by diff.
 import { execFileSync } from "node:child_process";
 import type { VirtualService } from "../model.ts";
-import { NftEngine } from "./nftEngine.ts";
+import { NftEngine, TUNNEL_CHECK_MS } from "./nftEngine.ts";
 import { batches, serviceChanges } from "./nftRuleset.ts";
 import { toNft } from "./nftState.ts";
 
@@ -88,10 +88,18 @@ describe("NftEngine", () => {
     const restarted = new NftEngine(nft, ip);
     expect(await restarted.apply([dsrWeb(["10.244.1.5", "10.244.2.5"]), dns])).toMatchObject({ changes: 0 });
     expect(tunnels()).toEqual(made);
-    // Someone deletes a backend's rule: the scheduled check puts it back.
+    // Someone deletes a backend's rule, or the device with all its routes: the scheduled check (a
+    // read beside the writer, then the repair in it) puts them back.
     inNs("ip rule del pref 101 fwmark 0xaf40105 lookup 183763205");
-    const report = await restarted.verify("quick");
+    const report = await restarted.repair(await restarted.inspect("full"));
     expect(report.drift).toEqual([expect.objectContaining({ kind: "route" })]);
+    expect(tunnels()).toEqual(made);
+    inNs("ip link del plb-dsr");
+    expect(tunnels().routes).toEqual([]);
+    // Cheap checks read the tunnels at most every TUNNEL_CHECK_MS.
+    await new Promise((r) => setTimeout(r, TUNNEL_CHECK_MS));
+    const cheap = await restarted.repair(await restarted.inspect("quick"));
+    expect(cheap.drift.length).toBeGreaterThan(0);
     expect(tunnels()).toEqual(made);
     // One backend leaves: its tunnel goes; the service turns to SNAT: all of them go.
     await restarted.apply([dsrWeb(["10.244.2.5"]), dns]);

@@ -8,9 +8,9 @@
 // elements, every chain and base-chain hook, and, by deleting them in a transaction that is never
 // committed, that every rule of ours the last full read saw (by handle) is still there unchanged
 // (nftables never edits a rule in place: a replaced rule gets a new handle).
-import { driftOf, type Drift, type VerifyMode, type VerifyReport } from "../drift.ts";
+import { driftOf, type Drift, type VerifyReport } from "../drift.ts";
 import { LbTunnels } from "../dsr/lbTunnels.ts";
-import { DiffEngine, type ApplyResult, type KernelRead } from "../engine.ts";
+import { DiffEngine, type ApplyResult, type Inspection, type KernelRead } from "../engine.ts";
 import { CommandError, run, runLines } from "../exec.ts";
 import { parseServiceKey, serviceKey, type VipCounter, type VirtualService } from "../model.ts";
 import { NFT_MONITOR_MAX_SLOTS, NftMonitor } from "./nftMonitor.ts";
@@ -39,6 +39,12 @@ const missingTable = (err: unknown) =>
  */
 export const NFT_FULL_READ_MAX_SLOTS = 150_000;
 
+/**
+ * How often cheap checks also read the DSR tunnels back (7 `ip` reads, ~30 ms): often enough that
+ * one deleted by someone else is back within the 2 s drift target, whatever the table's size.
+ */
+export const TUNNEL_CHECK_MS = 1_000;
+
 export class NftEngine extends DiffEngine<NftService> {
   readonly name = "nftables";
   /** The command, possibly behind a prefix such as `ip netns exec NS` (tests). */
@@ -53,6 +59,8 @@ export class NftEngine extends DiffEngine<NftService> {
   private readonly tunnels: LbTunnels;
   /** The DSR backends last applied; undefined before the first apply (the tunnels are read then). */
   private tunnelBackends: Set<string> | undefined;
+  /** When the tunnels were last read back (performance.now()). */
+  private tunnelsReadAt = -Infinity;
 
   constructor(nft: [string, ...string[]] = ["nft"], ip: [string, ...string[]] = ["ip"]) {
     super();
@@ -71,19 +79,28 @@ export class NftEngine extends DiffEngine<NftService> {
       desired.filter((s) => s.forwarding === "dsr").flatMap((s) => s.backends.map((b) => b.ip)),
     );
     const before = this.tunnelBackends;
-    if (before === undefined || [...backends].some((b) => !before.has(b)))
+    if (before === undefined || [...backends].some((b) => !before.has(b))) {
       await this.tunnels.apply(new Set([...(before ?? []), ...backends]));
+      this.tunnelsReadAt = performance.now();
+    }
     const result = await super.apply(desired);
     if (before !== undefined && [...before].some((b) => !backends.has(b))) await this.tunnels.apply(backends);
     this.tunnelBackends = backends;
     return result;
   }
 
-  /** The tables' verification, and on schedule ("quick", "full") the tunnels' too, read back and repaired. */
-  override async verify(mode: VerifyMode): Promise<VerifyReport> {
-    const report = await super.verify(mode);
+  /**
+   * The tables' repair, and on scheduled checks the tunnels' too (read back and repaired): at most
+   * every TUNNEL_CHECK_MS on cheap checks, on every full read. Both a scheduled check (inspect beside
+   * the writer, then repair in it) and verify() come through here.
+   */
+  override async repair(inspection: Inspection): Promise<VerifyReport> {
+    const report = await super.repair(inspection);
     const backends = this.tunnelBackends;
-    if (mode === "changed" || backends === undefined) return report;
+    const now = performance.now();
+    if (inspection.mode === "changed" || backends === undefined || backends.size === 0) return report;
+    if (inspection.mode === "quick" && now - this.tunnelsReadAt < TUNNEL_CHECK_MS) return report;
+    this.tunnelsReadAt = now;
     const repairs = await this.tunnels.apply(backends);
     return {
       ...report,

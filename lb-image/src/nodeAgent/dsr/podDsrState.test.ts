@@ -1,5 +1,5 @@
 import fc from "fast-check";
-import { DSR_BACKEND_MAC, DSR_DEVICE } from "../../dataplane/dsr/dsrTunnel.ts";
+import { DSR_BACKEND_MAC, DSR_BACKEND_DEVICE } from "../../dataplane/dsr/dsrTunnel.ts";
 import {
   LO_LABEL,
   parsePodState,
@@ -21,7 +21,7 @@ const vxlan = (data: Record<string, unknown>) => ({ linkinfo: { info_kind: "vxla
 const netconf = (all: string, dev?: string) =>
   JSON.stringify([
     { interface: "all", rp_filter: all },
-    ...(dev ? [{ interface: DSR_DEVICE, rp_filter: dev }] : []),
+    ...(dev ? [{ interface: DSR_BACKEND_DEVICE, rp_filter: dev }] : []),
   ]);
 
 describe("pod DSR state", () => {
@@ -32,7 +32,7 @@ describe("pod DSR state", () => {
       { local: "10.1.1.20", label: "lo" },
     ]),
     link("eth0", { mtu: 1450 }, [{ local: "10.244.1.5", prefixlen: 24, label: "eth0" }]),
-    link(DSR_DEVICE, {
+    link(DSR_BACKEND_DEVICE, {
       mtu: 1400,
       address: "02:70:6C:62:00:01",
       ifalias: "portable-lb dsr; rp_filter.all was 2",
@@ -51,7 +51,7 @@ describe("pod DSR state", () => {
     expect(podAddresses(addr)).toEqual(["10.244.1.5"]);
     // Another pod's address: not here. A VXLAN device of another kind: not the contract's.
     expect(parsePodState(addr, netconf("strict"), "10.244.1.6").podMtu).toBeUndefined();
-    const other = JSON.stringify([link(DSR_DEVICE, vxlan({ external: false, id: 5, port: 4789 }))]);
+    const other = JSON.stringify([link(DSR_BACKEND_DEVICE, vxlan({ external: false, id: 5, port: 4789 }))]);
     expect(parsePodState(other, netconf("loose"), "").device?.contract).toBe(false);
     expect(parsePodState(other, netconf("loose"), "").rpFilter.all).toBe(2);
   });
@@ -63,16 +63,16 @@ describe("pod DSR state", () => {
       "10.244.1.5",
     );
     expect(podSteps(fresh, ["10.1.1.10"])).toEqual([
-      { ip: "link add plb-dsr type vxlan external dstport 4789".split(" ") },
+      { ip: "link add plb-dsr-rx type vxlan external dstport 4789".split(" ") },
       {
         ip: [
-          ..."link set plb-dsr address 02:70:6c:62:00:01 mtu 1400 alias".split(" "),
+          ..."link set plb-dsr-rx address 02:70:6c:62:00:01 mtu 1400 alias".split(" "),
           "portable-lb dsr; rp_filter.all was 1",
           "up",
         ],
       },
       { rpFilter: "all", value: 0 },
-      { rpFilter: DSR_DEVICE, value: 0 },
+      { rpFilter: DSR_BACKEND_DEVICE, value: 0 },
       { ip: `addr add 10.1.1.10/32 dev lo label ${LO_LABEL}`.split(" ") },
     ]);
   });
@@ -88,7 +88,7 @@ describe("pod DSR state", () => {
     expect(podSteps(s, [])).toEqual([
       { ip: "addr del 10.1.1.10/32 dev lo".split(" ") },
       { rpFilter: "all", value: 2 },
-      { ip: ["link", "del", DSR_DEVICE] },
+      { ip: ["link", "del", DSR_BACKEND_DEVICE] },
     ]);
     expect(() => podSteps(parsePodState(addr, netconf("off"), "10.244.1.9"), ["10.1.1.10"])).toThrow(
       /pod's own address is not in this network namespace/,

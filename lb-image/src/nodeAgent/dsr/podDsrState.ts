@@ -8,7 +8,12 @@
 //     route back to the client is via eth0, and the effective value is max(all, device). The value
 //     `all` had before is kept in the device's alias, so removing DSR from the pod restores it.
 import { z } from "zod";
-import { DSR_BACKEND_MAC, DSR_DEVICE, DSR_OVERHEAD, DSR_UDP_PORT } from "../../dataplane/dsr/dsrTunnel.ts";
+import {
+  DSR_BACKEND_MAC,
+  DSR_BACKEND_DEVICE,
+  DSR_OVERHEAD,
+  DSR_UDP_PORT,
+} from "../../dataplane/dsr/dsrTunnel.ts";
 import { compareKeys } from "../../dataplane/model.ts";
 
 /** The label of our VIP addresses on the pod's `lo` (a label must start with the device's name). */
@@ -85,7 +90,7 @@ export function parsePodState(addrJson: string, netconfJson: string, podIp: stri
   const lo = links.find((l) => l.ifname === "lo");
   const loV4 = (lo?.addr_info ?? []).filter((a) => a.family === "inet");
   const ours = loV4.filter((a) => a.label === LO_LABEL && a.prefixlen === 32).map((a) => a.local);
-  const dev = links.find((l) => l.ifname === DSR_DEVICE);
+  const dev = links.find((l) => l.ifname === DSR_BACKEND_DEVICE);
   const before = dev?.ifalias?.startsWith(ALIAS_PREFIX)
     ? Number(dev.ifalias.slice(ALIAS_PREFIX.length))
     : NaN;
@@ -110,7 +115,7 @@ export function parsePodState(addrJson: string, netconfJson: string, podIp: stri
     }),
     vips: ours.sort(compareKeys),
     otherLo: loV4.filter((a) => !ours.includes(a.local)).map((a) => a.local),
-    rpFilter: { all: rp("all") ?? 0, device: dev ? rp(DSR_DEVICE) : undefined },
+    rpFilter: { all: rp("all") ?? 0, device: dev ? rp(DSR_BACKEND_DEVICE) : undefined },
   };
 }
 
@@ -135,7 +140,7 @@ export function podSteps(s: PodDsrState, vips: string[]): PodStep[] {
       const before = s.device.rpFilterAllBefore;
       if (before !== undefined && before !== 0 && s.rpFilter.all === 0)
         steps.push({ rpFilter: "all", value: before });
-      steps.push({ ip: ["link", "del", DSR_DEVICE] });
+      steps.push({ ip: ["link", "del", DSR_BACKEND_DEVICE] });
     }
     return steps;
   }
@@ -143,12 +148,12 @@ export function podSteps(s: PodDsrState, vips: string[]): PodStep[] {
   const mtu = s.podMtu - DSR_OVERHEAD;
   let device = s.device;
   if (device && !device.contract) {
-    steps.push({ ip: ["link", "del", DSR_DEVICE] });
+    steps.push({ ip: ["link", "del", DSR_BACKEND_DEVICE] });
     device = undefined;
   }
   if (!device)
     steps.push({
-      ip: ["link", "add", DSR_DEVICE, "type", "vxlan", "external", "dstport", String(DSR_UDP_PORT)],
+      ip: ["link", "add", DSR_BACKEND_DEVICE, "type", "vxlan", "external", "dstport", String(DSR_UDP_PORT)],
     });
   // Recorded once, before `all` is changed (a device recreated above keeps what its alias said).
   const before = device?.rpFilterAllBefore ?? s.device?.rpFilterAllBefore ?? s.rpFilter.all;
@@ -163,7 +168,7 @@ export function podSteps(s: PodDsrState, vips: string[]): PodStep[] {
       ip: [
         "link",
         "set",
-        DSR_DEVICE,
+        DSR_BACKEND_DEVICE,
         "address",
         DSR_BACKEND_MAC,
         "mtu",
@@ -174,7 +179,7 @@ export function podSteps(s: PodDsrState, vips: string[]): PodStep[] {
       ],
     });
   if (s.rpFilter.all !== 0) steps.push({ rpFilter: "all", value: 0 });
-  if (!device || s.rpFilter.device !== 0) steps.push({ rpFilter: DSR_DEVICE, value: 0 });
+  if (!device || s.rpFilter.device !== 0) steps.push({ rpFilter: DSR_BACKEND_DEVICE, value: 0 });
   const present = new Set([...s.vips, ...s.otherLo]);
   steps.push(
     ...addresses(
