@@ -179,7 +179,7 @@ describe("the lab: npm run lab's stack, end to end", () => {
       expect((await routerNextHops(plan, vip)).every((h) => h.weight === 1)).toBe(true);
 
       const spread = await curlSpread(plan, vip, 60);
-      expect(spread.failed).toBe(0);
+      expect(spread.errors).toEqual([]);
       expect(Object.keys(spread.lbNodes).sort()).toEqual(["lb1", "lb2", "lb3"]);
       expect(Object.keys(spread.backends)).toHaveLength(3);
       for (const backend of Object.keys(spread.backends)) expect(backend).toMatch(/^10\.244\.\d+\.\d+$/);
@@ -241,7 +241,7 @@ describe("the lab: npm run lab's stack, end to end", () => {
       expect(ip).not.toBe(vip);
       expect(await hopsBecome(plan, ip, lbNodeIps())).toEqual(lbNodeIps());
       const spread = await curlSpread(plan, ip, 30);
-      expect(spread.failed).toBe(0);
+      expect(spread.errors).toEqual([]);
       expect(Object.keys(spread.backends)).toHaveLength(3);
 
       await kubectl("delete", "service", "exposed");
@@ -309,7 +309,7 @@ describe("the lab: npm run lab's stack, end to end", () => {
       // The three pieces updated in place; nothing created, deleted or replaced.
       expect(again.summary.resourceChanges).toEqual({ same: expect.any(Number), update: 3 });
       expect(await hopsBecome(plan, vip, lbNodeIps())).toEqual(lbNodeIps());
-      expect((await curlSpread(plan, vip, 30)).failed).toBe(0);
+      expect((await curlSpread(plan, vip, 30)).errors).toEqual([]);
     },
     STEP_MS,
   );
@@ -319,21 +319,24 @@ describe("the lab: npm run lab's stack, end to end", () => {
     async () => {
       requireUp();
       const lb = labConfig["portable-lb:loadBalancer"] as object;
-      await stack.stack.setConfig("portable-lb:loadBalancer", {
-        value: JSON.stringify({ ...lb, replicas: 1 }),
-      });
-      await stack.stack.up(within(STEP_MS));
-      const hops = await hopsWhen(plan, vip, (h) => h.length === 1);
-      expect(hops).toHaveLength(1);
-      expect(lbNodeIps()).toContain(hops[0]);
-      const spread = await curlSpread(plan, vip, 20);
-      expect(spread.failed).toBe(0);
-      expect(Object.keys(spread.lbNodes)).toHaveLength(1);
-
-      await stack.stack.setConfig("portable-lb:loadBalancer", {
-        value: JSON.stringify({ ...lb, replicas: 3 }),
-      });
-      await stack.stack.up(within(STEP_MS));
+      const scale = async (replicas: number) => {
+        await stack.stack.setConfig("portable-lb:loadBalancer", {
+          value: JSON.stringify({ ...lb, replicas }),
+        });
+        await stack.stack.up(within(STEP_MS));
+      };
+      await scale(1);
+      try {
+        const hops = await hopsWhen(plan, vip, (h) => h.length === 1);
+        expect(hops).toHaveLength(1);
+        expect(lbNodeIps()).toContain(hops[0]);
+        const spread = await curlSpread(plan, vip, 20);
+        expect(spread.errors).toEqual([]);
+        expect(Object.keys(spread.lbNodes)).toHaveLength(1);
+      } finally {
+        // Back to 3 even when a check above failed: the fault cases after this one start from 3.
+        await scale(3);
+      }
       expect(await hopsBecome(plan, vip, lbNodeIps())).toEqual(lbNodeIps());
     },
     2 * STEP_MS,

@@ -13,6 +13,8 @@ export interface Spread {
   backends: Record<string, number>;
   /** Requests per LB node (the router's next hop for each request). */
   lbNodes: Record<string, number>;
+  /** Per failed request: the LB node it went through, its source port and curl's error. */
+  errors: string[];
 }
 
 async function inNetns(netns: string, command: string, args: string[]): Promise<string> {
@@ -42,37 +44,32 @@ async function nextHopFor(plan: LabPlan, vip: string, sport: number, dport: numb
   return route?.gateway ?? "none";
 }
 
-/** `count` HTTP requests from the client to the VIP, each from its own source port. */
+/** `count` HTTP requests from the client to the VIP, each a new connection. */
 export async function curlSpread(plan: LabPlan, vip: string, count: number, port = 80): Promise<Spread> {
   const nodeByIp = new Map(plan.nodes.map((n) => [n.ip, n.name]));
-  const spread: Spread = { requests: count, failed: 0, backends: {}, lbNodes: {} };
-  const base = 20_000 + Math.floor(Math.random() * 20_000);
+  const spread: Spread = { requests: count, failed: 0, backends: {}, lbNodes: {}, errors: [] };
   for (let i = 0; i < count; i++) {
-    const sport = base + i;
+    // The kernel picks the source port (one chosen here could still be in TIME_WAIT from an earlier
+    // request); curl prints it, and the router's choice for it is looked up after.
     const r = await execCommand(
       "ip",
       [
-        "netns",
-        "exec",
-        plan.client.netns,
-        "curl",
-        "-s",
-        "--max-time",
-        "3",
-        "--local-port",
-        String(sport),
-        `http://${vip}:${port}/`,
+        ...["netns", "exec", plan.client.netns, "curl", "-sS", "--max-time", "3"],
+        ...["-w", "\\n%{local_port}", `http://${vip}:${port}/`],
       ],
       { timeoutMs: 10_000 },
     );
-    const backend = r.stdout.trim();
+    const lines = r.stdout.trim().split("\n");
+    const sport = Number(lines.pop());
+    const backend = lines.join("\n").trim();
+    const hop = sport > 0 ? await nextHopFor(plan, vip, sport, port) : "none";
+    const lb = nodeByIp.get(hop) ?? hop;
     if (r.code !== 0 || backend === "") {
       spread.failed++;
+      spread.errors.push(`via ${lb}, port ${sport || "?"}: curl exit ${r.code}: ${r.stderr.trim()}`);
       continue;
     }
     spread.backends[backend] = (spread.backends[backend] ?? 0) + 1;
-    const hop = await nextHopFor(plan, vip, sport, port);
-    const lb = nodeByIp.get(hop) ?? hop;
     spread.lbNodes[lb] = (spread.lbNodes[lb] ?? 0) + 1;
   }
   return spread;
@@ -93,5 +90,6 @@ export function formatSpread(s: Spread): string {
     `${s.requests - s.failed} of ${s.requests} requests answered`,
     ...rows("per LB node (the router's ECMP choice)", s.lbNodes),
     ...rows("per backend pod (the IP it answered with)", s.backends),
+    ...(s.errors.length > 0 ? ["failed:", ...s.errors.slice(0, 5).map((e) => `  ${e}`)] : []),
   ].join("\n");
 }
