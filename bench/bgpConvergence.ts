@@ -8,7 +8,7 @@
 // works as deployed.
 //
 //   npm run bench:bgp -- [--events 200] [--kinds kill,stop,linkdown,hang] [--resets 20] [--seed S]
-//                        [--poll-ms 10] [--bfd-ms 50] [--out DIR]
+//                        [--poll-ms 10] [--bfd-ms 50] [--mode dsr|snat] [--out DIR]
 //
 // Events, per kind at least --events, in a seeded random order, each on one LB pod (the three
 // pods' sequences run side by side, so each pod's node is watched on its own), timed from the
@@ -27,7 +27,9 @@
 // least hold time - keepalive (or was never seen) fell back to the BGP hold timer: BFD did not
 // catch it; those are counted per kind (target: none).
 // Then the reset part: 60 keep-alive connections, a request every 50 ms each, while one LB pod
-// leaves and joins --resets times. Writes summary.json, samples.csv, report.txt and a histogram
+// leaves and joins --resets times, in the data-plane mode --mode: "dsr" (the backends prepared by
+// the node agent's DSR applier, run as the agent runs it) or "snat" (--events 0 runs only this
+// part, e.g. once per mode for the two side by side). Writes summary.json, samples.csv, report.txt and a histogram
 // like the ECMP paper's Fig. 13(c) (delays.png) under bench/results/bgp-<time>/.
 import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
@@ -36,9 +38,11 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import type { LbConfigInput } from "@portable-lb/core/config";
 import { EcmpLab, nodeIp, nodeName, podIp, POD_CIDR } from "../test/harness/netns/ecmpLab.ts";
+import { DsrBackendNode } from "../test/harness/netns/dsrBackendNode.ts";
 import { startHttpEcho } from "../test/harness/netns/httpClient.ts";
 import { LbPod } from "../test/harness/netns/lbPod.ts";
-import { waitUntil } from "@portable-lb/lab";
+import { waitUntil, type LabNamespace } from "@portable-lb/lab";
+import type { VirtualService } from "../lb-image/src/dataplane/model.ts";
 import { createLbService } from "../test/harness/lbServices.ts";
 import { benchControlPlane, progress } from "./lib/benchSetup.ts";
 import { writeChart } from "./lib/charts.ts";
@@ -54,6 +58,9 @@ const NS = "plb-bench-bgp";
 const ASN = 64512;
 const POOL = "10.1.2.0/24";
 const VIP = "10.1.2.1";
+/** The Service's port and the backends' (equal: direct server return cannot remap ports). */
+const PORT = 8080;
+const MODES = ["dsr", "snat"] as const;
 const CLASS = "portable-lb.io/bench-bgp";
 const NODES = [1, 2, 3];
 /** BGP timers of every daemon: BFD every `bfdMs` × 3 (the LB config's default is 300 ms). */
@@ -98,6 +105,7 @@ function options() {
       seed: { type: "string", default: "1" },
       "poll-ms": { type: "string", default: "10" },
       "bfd-ms": { type: "string", default: "50" },
+      mode: { type: "string", default: "dsr" },
       out: { type: "string", default: join(BENCH_DIR, "results") },
     },
   });
@@ -106,8 +114,10 @@ function options() {
   if (unknown.length)
     throw new Error(`--kinds: unknown ${unknown.join(",")}; give some of ${EVENT_KINDS.join(",")}`);
   const events = Number(values.events);
-  if (!Number.isInteger(events) || events < 1)
-    throw new Error(`--events: a positive integer (got ${values.events})`);
+  if (!Number.isInteger(events) || events < 0)
+    throw new Error(`--events: a whole number, 0 for only the reset part (got ${values.events})`);
+  const mode = values.mode as (typeof MODES)[number];
+  if (!MODES.includes(mode)) throw new Error(`--mode: one of ${MODES.join(", ")} (got ${values.mode})`);
   return {
     events,
     kinds: kinds as EventKind[],
@@ -115,6 +125,7 @@ function options() {
     seed: Number(values.seed),
     pollMs: Number(values["poll-ms"]),
     bfdMs: Number(values["bfd-ms"]),
+    mode,
     out: values.out,
   };
 }
@@ -232,7 +243,7 @@ async function resetRun(
   const underLoad = async (kind: "leave" | "join", event: () => Promise<unknown>) => {
     const done = new AbortController();
     const client = runLoad(b.ecmp.client.netns, {
-      urls: [`http://${VIP}/`],
+      urls: [`http://${VIP}:${PORT}/`],
       connections: CONNECTIONS,
       seconds: 60, // an upper bound: stopped once the event is over
       intervalMs: 50,
@@ -265,6 +276,7 @@ type KindSummary = ReturnType<typeof summarize> & {
 };
 
 function report(
+  mode: string,
   timing: Timing,
   machine: Awaited<ReturnType<typeof machineInfo>>,
   samples: Sample[],
@@ -278,7 +290,7 @@ function report(
     "portable-lb BGP convergence: LB pod event -> upstream router's FIB (FRR 8.4, kernel route polled)",
     `machine: ${machine.cpus} x ${machine.cpuModel}; kernel ${machine.kernel}`,
     `settings: BFD ${timing.bfd.minRxMs} ms x ${timing.bfd.multiplier}, hold ${timing.timers.holdTimeS} s, ` +
-      `keepalive ${timing.timers.keepaliveS} s; 3 LB pods, 2 route reflectors`,
+      `keepalive ${timing.timers.keepaliveS} s; 3 LB pods, 2 route reflectors; data plane ${mode}`,
   ];
   const gaps = summarize(pollGaps);
   lines.push(
@@ -353,16 +365,43 @@ function report(
     const frac = (kind: "leave" | "join") => {
       const es = resets.events.filter((e) => e.kind === kind);
       const total = es.reduce((n, e) => n + e.resets, 0);
-      return `${kind}: ${total} resets over ${es.length} events, ${((100 * total) / (es.length * resets.connections)).toFixed(1)}% of the ${resets.connections} connections per event`;
+      const kept = 100 - (100 * total) / (es.length * resets.connections);
+      return `${kind}: ${total} resets over ${es.length} events: ${kept.toFixed(1)}% of the ${resets.connections} connections kept per event (target with dsr: >= 99%)`;
     };
     lines.push(
       "",
-      `connection resets under keep-alive load (${resets.requests} requests):`,
+      `connection resets under keep-alive load (${resets.requests} requests, data plane ${mode}):`,
       `  ${frac("leave")}`,
       `  ${frac("join")}`,
     );
   }
   return { text: lines.join("\n"), byKind };
+}
+
+/**
+ * The backend side of DSR on the backend's node, as the node agent prepares it (decap device, VIP
+ * on the pod's lo, the node's notrack and MSS clamp), on a node strict about reverse paths that
+ * drops conntrack-INVALID packets in FORWARD (as kube-proxy does).
+ */
+async function prepareDsrBackend(
+  ecmp: EcmpLab,
+  b: { n: number; name: string; ip: string; nodeName: string },
+  pod: LabNamespace,
+  teardown: Teardown,
+): Promise<void> {
+  const node = await DsrBackendNode.create(ecmp.node(b.n).ns, [pod], ["cni0"]);
+  teardown.add({
+    name: `${b.name} DSR`,
+    stop: () => Promise.resolve(node.destroy()),
+    killNow: () => undefined,
+  });
+  const service: VirtualService = {
+    ...{ vip: VIP, port: PORT, protocol: "tcp", scheduler: "mh", forwarding: "dsr" },
+    backends: [{ ip: b.ip, port: PORT, weight: 1, nodeName: b.nodeName }],
+  };
+  const report = await node.applier().apply([service], b.nodeName);
+  if (report.failures.length > 0 || report.pods !== 1)
+    throw new Error(`${b.name}: DSR not prepared: ${JSON.stringify(report.failures)}`);
 }
 
 async function main(): Promise<void> {
@@ -388,18 +427,21 @@ async function main(): Promise<void> {
     const kc = new KubeConfig();
     kc.loadFromFile(cp.kubeconfig);
     const core = kc.makeApiClient(CoreV1Api);
-    const backends = NODES.map((n) => ({ name: `b${n}`, ip: podIp(n, 20) }));
-    for (const b of backends)
-      await startHttpEcho(await ecmp.pod(backends.indexOf(b) + 1, b.name, 20), { port: 8080, name: b.name });
+    const backends = NODES.map((n) => ({ n, name: `b${n}`, ip: podIp(n, 20), nodeName: nodeName(n) }));
+    for (const b of backends) {
+      const pod = await ecmp.pod(b.n, b.name, 20);
+      await startHttpEcho(pod, { port: PORT, name: b.name });
+      if (o.mode === "dsr") await prepareDsrBackend(ecmp, b, pod, teardown);
+    }
     await core.createNamespace({ body: { metadata: { name: NS } } });
-    await createLbService(kc, NS, "web", CLASS, backends);
+    await createLbService(kc, NS, "web", CLASS, backends, PORT);
 
     const config: LbConfigInput = {
       loadBalancerClass: CLASS,
       routingMode: "bgp",
       podCidr: POD_CIDR,
       vipPools: [{ name: "web", cidr: POOL, avoidBuggyIps: true }],
-      dataPlane: { engine: "nftables" },
+      dataPlane: { engine: "nftables", mode: o.mode },
       bgp: { asn: ASN, routeReflectors: ecmp.reflectorAddresses(), ...timing },
       // The drain after a stop's withdrawal is not what this measures: its shortest quiet period
       // keeps 201 stop events from adding 10 minutes.
@@ -462,6 +504,7 @@ async function main(): Promise<void> {
     const resets = o.resets > 0 ? await resetRun(bench, o.resets) : undefined;
 
     const { text, byKind } = report(
+      o.mode,
       timing,
       machine,
       samples,

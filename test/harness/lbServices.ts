@@ -8,13 +8,16 @@ export async function createLbService(
   namespace: string,
   name: string,
   loadBalancerClass: string,
-  backends: { ip: string }[],
+  backends: { ip: string; nodeName?: string }[],
+  /** The Service's port and the backends' (equal, as direct server return needs); default 80 -> 8080. */
+  port?: number,
 ): Promise<void> {
+  const ports = port === undefined ? undefined : [{ name: "http", port, protocol: "TCP" }];
   await kc.makeApiClient(CoreV1Api).createNamespacedService({
     namespace,
-    body: { ...lbService(name, { ns: namespace, class: loadBalancerClass }), status: {} },
+    body: { ...lbService(name, { ns: namespace, class: loadBalancerClass, ports }), status: {} },
   });
   await kc
     .makeApiClient(DiscoveryV1Api)
-    .createNamespacedEndpointSlice({ namespace, body: slice(name, backends, { ns: namespace, name }) });
+    .createNamespacedEndpointSlice({ namespace, body: slice(name, backends, { ns: namespace, name, port }) });
 }
