@@ -30,6 +30,7 @@ module.exports = {
         "<rootDir>/lb-image/src/**/*.test.ts",
         "<rootDir>/lb-image/image/**/*.test.ts",
         "<rootDir>/test/harness/**/*.test.ts",
+        "<rootDir>/bench/lib/**/*.test.ts",
         // The root program's own modules (stackInput.ts).
         "<rootDir>/*.test.ts",
       ],

@@ -1,9 +1,12 @@
 // Throughput while the number of LB pods changes, on the lab (the ECMP paper's Fig. 13(b)):
 // 60 keep-alive connections from the client send requests back to back to the demo VIP while the
 // LB Deployment is scaled 3 -> 2 -> 1 -> 2 -> 3, and each second records the requests answered,
-// the LB nodes in the router's route and the connections reset (ECMP rehash, and the pods that go).
+// the LB nodes in the router's route and the connections reset (ECMP rehash, and the pods that go);
+// per leave and per join, the share of the connections it kept. Run it once per data-plane mode to
+// set SNAT and DSR side by side (the report names the mode the lab runs):
 //
 //   npm run lab && npm run --silent lab -- outputs | npm run bench:lab-scaling -- [--step-seconds 15]
+//   PLB_LAB_MODE=snat npm run lab && npm run --silent lab -- outputs | npm run bench:lab-scaling
 //
 // Writes series.csv, summary.json, report.txt and throughput.png under bench/results/lab-scaling-<time>/.
 
@@ -12,7 +15,7 @@ import { parseArgs } from "node:util";
 import { setTimeout as sleep } from "node:timers/promises";
 import { progress } from "./lib/benchSetup.ts";
 import { FibPoller } from "./lib/fibPoller.ts";
-import { labRig } from "./lib/labRig.ts";
+import { dataPlaneMode, labRig } from "./lib/labRig.ts";
 import { runLoad } from "./lib/loadClient.ts";
 import { machineInfo } from "./lib/report.ts";
 import { newRunDir, writeRunFiles } from "./lib/runFiles.ts";
@@ -34,6 +37,7 @@ async function main(): Promise<void> {
   if (!(step >= 5)) throw new Error(`--step-seconds: at least 5 (got ${values["step-seconds"]})`);
   const rig = await labRig();
   const machine = await machineInfo();
+  const mode = await dataPlaneMode(rig);
   const runDir = newRunDir(values.out, "lab-scaling");
   const scale = (replicas: number) =>
     rig.apps.replaceNamespacedDeploymentScale({
@@ -55,10 +59,13 @@ async function main(): Promise<void> {
     seconds,
     intervalMs: 0,
   });
+  /** When each step's scaling was asked for (epoch ms); the first step has none. */
+  const changedAt: number[] = [];
   try {
     for (const [i, replicas] of STEPS.entries()) {
       if (i > 0) {
         progress(`  t=${i * step} s: LB pods -> ${replicas}`);
+        changedAt[i] = Date.now();
         await scale(replicas);
       }
       await sleep(step * 1000);
@@ -83,17 +90,57 @@ async function main(): Promise<void> {
       requestsPerSecond: Math.round(rows.reduce((a, r) => a + r.requests, 0) / Math.max(1, rows.length)),
     };
   });
+  // Each change's share: the connections (by index: a reset one is reopened under it) that failed
+  // from that change until the next one, of the CONNECTIONS open when it came.
+  const changes = STEPS.flatMap((replicas, i) => {
+    const at = changedAt[i];
+    if (at === undefined) return [];
+    const until = changedAt[i + 1] ?? Infinity;
+    const reset = new Set(result.failures.filter((f) => f.t >= at && f.t < until).map((f) => f.connection));
+    const kind = replicas < STEPS[i - 1]! ? "leave" : "join";
+    return [
+      {
+        from: STEPS[i - 1]!,
+        to: replicas,
+        kind,
+        reset: reset.size,
+        keptPct: 100 - (100 * reset.size) / CONNECTIONS,
+      },
+    ];
+  });
+  const keptOf = (kind: string) => {
+    const mine = changes.filter((c) => c.kind === kind);
+    return mine.reduce((a, c) => a + c.keptPct, 0) / Math.max(1, mine.length);
+  };
   const text = [
     "portable-lb on the lab: throughput while the LB count changes (cf. ECMP paper Fig. 13(b))",
     `machine: ${machine.cpus} x ${machine.cpuModel}; ${CONNECTIONS} keep-alive connections, back to back`,
+    `data plane: ${mode}`,
     `requests: ${result.requests} in ${seconds} s; resets: ${result.failures.length}`,
     "",
     "LB pods  requests/s (steady part of the step)",
     ...perStep.map((p) => `${String(p.target).padStart(7)}  ${String(p.requestsPerSecond).padStart(10)}`),
+    "",
+    "change  connections reset  kept",
+    ...changes.map(
+      (c) =>
+        `${`${c.from} -> ${c.to}`.padEnd(7)} ${String(c.reset).padStart(18)}  ${c.keptPct.toFixed(1).padStart(5)}%`,
+    ),
+    `kept per leave: ${keptOf("leave").toFixed(1)}%, per join: ${keptOf("join").toFixed(1)}% (target with dsr: >= 99%)`,
   ].join("\n");
   await writeRunFiles(runDir, {
     report: text,
-    summary: { machine, step, perStep, requests: result.requests, resets: result.failures.length },
+    summary: {
+      machine,
+      mode,
+      step,
+      perStep,
+      changes,
+      keptPerLeavePct: keptOf("leave"),
+      keptPerJoinPct: keptOf("join"),
+      requests: result.requests,
+      resets: result.failures.length,
+    },
     csv: {
       name: "series.csv",
       header: "second,requests,lb_nodes_in_route,lb_pods_target,resets",

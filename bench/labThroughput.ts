@@ -7,9 +7,13 @@
 // nginx closes its client connections after each answer too (keepalive_timeout 0): kept alive, they
 // would spare the client the handshakes the other two ways pay, and measure that instead of the LB.
 // This machine has two CPUs shared by the client, the LBs and the pods, so absolute figures say
-// little; the report gives each way's ratio to direct-to-pod at the same backend count.
+// little; the report gives each way's ratio to direct-to-pod at the same backend count, and what
+// the load balancing itself costs: the whole machine's busy CPU per request (/proc/stat, over each
+// run) minus direct-to-pod's, and that cost as a share of nginx's. portable-lb runs in the lab's
+// data-plane mode (named in the report): once per mode sets DSR and SNAT side by side.
 //
 //   npm run lab && npm run --silent lab -- outputs | npm run bench:lab-throughput -- [--backends 1,2,3,6] [--seconds 10]
+//   PLB_LAB_MODE=snat npm run lab && npm run --silent lab -- outputs | npm run bench:lab-throughput
 //
 // For `direct` the router gets routes to the nodes' pod subnets for the run (removed after), as a
 // flat routed network would have. Writes results.csv, summary.json, report.txt and throughput.png
@@ -17,16 +21,24 @@
 import { existsSync, globSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { instancesRoot, labNamespace, type ProcessRecord, stopRecorded, waitUntil } from "@portable-lb/lab";
+import {
+  DEMO_PORT,
+  instancesRoot,
+  labNamespace,
+  type ProcessRecord,
+  stopRecorded,
+  waitUntil,
+} from "@portable-lb/lab";
+import { busyDuring } from "./lib/busyCpu.ts";
 import { progress } from "./lib/benchSetup.ts";
-import { labRig, type LabRig } from "./lib/labRig.ts";
+import { dataPlaneMode, labRig, type LabRig } from "./lib/labRig.ts";
 import { runLoad } from "./lib/loadClient.ts";
 import { machineInfo } from "./lib/report.ts";
 import { newRunDir, writeRunFiles } from "./lib/runFiles.ts";
 
 const BENCH_DIR = dirname(resolve(process.argv[1]!));
 const DEMO = { namespace: "demo", name: "demo" };
-const BACKEND_PORT = 8080;
+const BACKEND_PORT = DEMO_PORT;
 const NGINX_PORT = 8081;
 const CONNECTIONS = 32;
 const MODES = ["portable-lb", "direct", "nginx"] as const;
@@ -95,9 +107,15 @@ async function load(
   rig: LabRig,
   urls: string[],
   seconds: number,
-): Promise<{ rps: number; failures: number }> {
-  const r = await runLoad(rig.plan.client.netns, { urls, connections: CONNECTIONS, seconds, intervalMs: 0 });
-  return { rps: r.requests / seconds, failures: r.failures.length };
+): Promise<{ rps: number; failures: number; cpuMsPerRequest: number }> {
+  const { result: r, busyS } = await busyDuring(() =>
+    runLoad(rig.plan.client.netns, { urls, connections: CONNECTIONS, seconds, intervalMs: 0 }),
+  );
+  return {
+    rps: r.requests / seconds,
+    failures: r.failures.length,
+    cpuMsPerRequest: (1000 * busyS) / Math.max(1, r.requests),
+  };
 }
 
 async function main(): Promise<void> {
@@ -113,6 +131,7 @@ async function main(): Promise<void> {
     throw new Error(`--backends: positive integers (got ${values.backends})`);
   const seconds = Number(values.seconds);
   const rig = await labRig();
+  const lbMode = await dataPlaneMode(rig);
   const nginx = nginxBinary();
   const machine = await machineInfo();
   const runDir = newRunDir(values.out, "lab-throughput");
@@ -124,7 +143,8 @@ async function main(): Promise<void> {
   }));
   const original = (await rig.apps.readNamespacedDeploymentScale(DEMO)).spec!.replicas!;
   const nginxDir = join(runDir, "nginx");
-  const results: { mode: Mode; backends: number; rps: number; failures: number }[] = [];
+  const results: { mode: Mode; backends: number; rps: number; failures: number; cpuMsPerRequest: number }[] =
+    [];
   let nginxProc: ProcessRecord | undefined;
   try {
     for (const n of nodes) await router.route(n.podCidr, n.ip);
@@ -163,14 +183,27 @@ async function main(): Promise<void> {
     if (existsSync(nginxDir)) rmSync(nginxDir, { recursive: true, force: true });
   }
 
-  const direct = (count: number) => results.find((r) => r.mode === "direct" && r.backends === count)!.rps;
-  const rows = results.map((r) => ({ ...r, ratio: r.rps / direct(r.backends) }));
+  const at = (mode: Mode, count: number) => results.find((r) => r.mode === mode && r.backends === count)!;
+  const rows = results.map((r) => {
+    const direct = at("direct", r.backends);
+    // What balancing adds per request: its run's busy CPU per request beyond direct-to-pod's.
+    const lbCpuMs = (x: typeof r) => x.cpuMsPerRequest - direct.cpuMsPerRequest;
+    return {
+      ...r,
+      ratio: r.rps / direct.rps,
+      lbCpuMsPerRequest: lbCpuMs(r),
+      costVsNginx: lbCpuMs(r) / lbCpuMs(at("nginx", r.backends)),
+    };
+  });
   const text = [
     "portable-lb on the lab: throughput vs backend pods (cf. thesis Fig. 6.4)",
     `machine: ${machine.cpus} x ${machine.cpuModel} (client, LBs and pods share it: read the ratios)`,
+    `portable-lb's data plane: ${lbMode}`,
     `${CONNECTIONS} client connections at a time, back to back (a new connection per request: the demo pods and nginx close them), ${seconds} s per point`,
+    "busy CPU: the whole machine's (/proc/stat) per request; LB cost: that minus direct-to-pod's",
+    "targets (portable-lb): >= 0.9x direct's requests/s with dsr; LB cost <= 0.2x nginx's",
     "",
-    "backends  mode          requests/s  ratio to direct  failures",
+    "backends  mode          requests/s  ratio to direct  failures  busy CPU ms/req  LB cost ms/req  cost vs nginx",
     ...rows.map((r) =>
       [
         String(r.backends).padStart(8),
@@ -178,17 +211,22 @@ async function main(): Promise<void> {
         r.rps.toFixed(0).padStart(11),
         r.ratio.toFixed(2).padStart(16),
         String(r.failures).padStart(9),
+        r.cpuMsPerRequest.toFixed(3).padStart(15),
+        (r.mode === "direct" ? "-" : r.lbCpuMsPerRequest.toFixed(3)).padStart(14),
+        (r.mode === "portable-lb" ? r.costVsNginx.toFixed(2) : "-").padStart(13),
       ].join("  "),
     ),
   ].join("\n");
   await writeRunFiles(runDir, {
     report: text,
-    summary: { machine, seconds, connections: CONNECTIONS, rows },
+    summary: { machine, lbMode, seconds, connections: CONNECTIONS, rows },
     csv: {
       name: "results.csv",
-      header: "mode,backends,requests_per_s,ratio_to_direct,failures",
+      header:
+        "mode,backends,requests_per_s,ratio_to_direct,failures,busy_cpu_ms_per_request,lb_cpu_ms_per_request",
       rows: rows.map(
-        (r) => `${r.mode},${r.backends},${r.rps.toFixed(1)},${r.ratio.toFixed(3)},${r.failures}`,
+        (r) =>
+          `${r.mode},${r.backends},${r.rps.toFixed(1)},${r.ratio.toFixed(3)},${r.failures},${r.cpuMsPerRequest.toFixed(4)},${r.lbCpuMsPerRequest.toFixed(4)}`,
       ),
     },
     chart: {

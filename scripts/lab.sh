@@ -33,8 +33,26 @@ outputs)
   exit 0
   ;;
 esac
+# PLB_LAB_MODE=snat|dsr runs the lab with that data-plane mode (the benchmarks compare the two)
+# from a copy of Pulumi.lab.yaml, which itself stays as it is.
+config_args=()
+if [ -n "${PLB_LAB_MODE:-}" ]; then
+  case $PLB_LAB_MODE in snat | dsr) ;; *)
+    echo "lab: PLB_LAB_MODE is '$PLB_LAB_MODE'; set it to snat or dsr, or unset it for Pulumi.lab.yaml's" >&2
+    exit 2
+    ;;
+  esac
+  config_file=$(mktemp --suffix=.yaml)
+  trap 'rm -f "$config_file"' EXIT
+  sed -E "s/^( +)mode: (dsr|snat)\$/\1mode: $PLB_LAB_MODE/" Pulumi.lab.yaml >"$config_file"
+  grep -Eq "^ +mode: $PLB_LAB_MODE\$" "$config_file" || {
+    echo "lab: no dataPlane mode line found in Pulumi.lab.yaml to set to $PLB_LAB_MODE" >&2
+    exit 1
+  }
+  config_args=(--config-file "$config_file")
+fi
 start=$SECONDS
-pulumi up -s lab --yes --skip-preview
+pulumi up -s lab --yes --skip-preview "${config_args[@]}"
 echo "lab: up in $((SECONDS - start)) s"
 pulumi stack output -s lab --json --show-secrets |
   node --disable-warning=MODULE_TYPELESS_PACKAGE_JSON packages/lab/src/reportMain.ts

@@ -31,3 +31,13 @@ export async function labRig(): Promise<LabRig> {
     apps: kc.makeApiClient(AppsV1Api),
   };
 }
+
+/** The data-plane mode the lab's LB pods run with (dsr or snat), from their ConfigMap. */
+export async function dataPlaneMode(rig: LabRig): Promise<string> {
+  const cm = await rig.core.readNamespacedConfigMap({
+    name: "portable-lb-controller-config",
+    namespace: "portable-lb-system",
+  });
+  const config = JSON.parse(cm.data?.["config.json"] ?? "{}") as { dataPlane?: { mode?: string } };
+  return config.dataPlane?.mode ?? "unknown";
+}

@@ -18,12 +18,12 @@ export interface DemoWebAppArgs {
 
 // The Service's own port: direct server return hands packets over unchanged, so the pods listen on
 // the port clients use (a non-root httpd may bind it through the safe unprivileged-port sysctl).
-const PORT = 80;
+export const DEMO_PORT = 80;
 const ROOT = "/www";
 // The pod's IP as the one page, served by httpd in the foreground (a forked child per connection).
 // The shell stays PID 1 to end at SIGTERM at once (a PID 1 without a handler ignores it): the app
 // holds no state, and the LB stops sending to it before the kubelet signals.
-const SERVER = `echo "$POD_IP" > ${ROOT}/index.html; trap 'exit 0' TERM; httpd -f -p ${PORT} -h ${ROOT} & wait`;
+const SERVER = `echo "$POD_IP" > ${ROOT}/index.html; trap 'exit 0' TERM; httpd -f -p ${DEMO_PORT} -h ${ROOT} & wait`;
 
 export class DemoWebApp extends pulumi.ComponentResource {
   public readonly service: LoadBalancerService;
@@ -60,7 +60,7 @@ export class DemoWebApp extends pulumi.ComponentResource {
                 runAsNonRoot: true,
                 runAsUser: 65534,
                 seccompProfile: { type: "RuntimeDefault" },
-                sysctls: [{ name: "net.ipv4.ip_unprivileged_port_start", value: String(PORT) }],
+                sysctls: [{ name: "net.ipv4.ip_unprivileged_port_start", value: String(DEMO_PORT) }],
               },
               containers: [
                 {
@@ -68,8 +68,8 @@ export class DemoWebApp extends pulumi.ComponentResource {
                   image: labImage("busybox").ref,
                   command: ["sh", "-c", SERVER],
                   env: [{ name: "POD_IP", valueFrom: { fieldRef: { fieldPath: "status.podIP" } } }],
-                  ports: [{ name: "http", containerPort: PORT }],
-                  readinessProbe: { httpGet: { path: "/", port: PORT }, periodSeconds: 2 },
+                  ports: [{ name: "http", containerPort: DEMO_PORT }],
+                  readinessProbe: { httpGet: { path: "/", port: DEMO_PORT }, periodSeconds: 2 },
                   resources: { requests: { cpu: "50m", memory: "16Mi" }, limits: { memory: "64Mi" } },
                   volumeMounts: [{ name: "www", mountPath: ROOT }],
                   securityContext: {
@@ -92,7 +92,7 @@ export class DemoWebApp extends pulumi.ComponentResource {
         namespace: ns.metadata.name,
         name,
         selector: labels,
-        ports: [{ name: "http", port: 80, targetPort: PORT }],
+        ports: [{ name: "http", port: 80, targetPort: DEMO_PORT }],
         vipPools: args.vipPools,
         loadBalancerClass: args.loadBalancerClass,
       },

@@ -10,7 +10,7 @@ export {
   type LabNodePlan,
   type LabPlan,
 } from "./labPlan.ts";
-export { DemoWebApp, type DemoWebAppArgs } from "./demoWebApp.ts";
+export { DEMO_PORT, DemoWebApp, type DemoWebAppArgs } from "./demoWebApp.ts";
 export {
   environmentFromConfig,
   environmentSchema,
