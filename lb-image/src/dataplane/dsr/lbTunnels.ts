@@ -31,7 +31,10 @@ export const LOCAL_TABLE_PREF = 32000;
 
 export interface Rule {
   pref: number;
-  /** `ipproto udp dport N`: the tunnel's own packets. */
+  /**
+   * `ipproto 17 dport N`: the tunnel's own packets (by number: the LB image has no /etc/protocols,
+   * where `ip` looks names up).
+   */
   udpDport?: number;
   fwmark?: number;
   /** A table to look up, or none (goto). */
@@ -55,7 +58,7 @@ export interface TunnelState {
 function ruleSpec(r: Rule): string {
   return [
     `pref ${r.pref}`,
-    r.udpDport !== undefined && `ipproto udp dport ${r.udpDport}`,
+    r.udpDport !== undefined && `ipproto 17 dport ${r.udpDport}`,
     r.fwmark !== undefined && `fwmark ${r.fwmark}`,
     r.table !== undefined && `lookup ${r.table}`,
     r.goto !== undefined && `goto ${r.goto}`,
