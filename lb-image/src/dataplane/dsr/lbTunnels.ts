@@ -144,7 +144,8 @@ const neighSchema = z.array(
 const ruleSchema = z.array(
   z.object({
     priority: z.number(),
-    ipproto: z.string().optional(),
+    // A name where /etc/protocols has it (the host), else the number (the LB image).
+    ipproto: z.union([z.string(), z.number()]).transform(String).optional(),
     dport: z.number().optional(),
     fwmark: z.string().optional(),
     table: z.string().optional(),
@@ -182,7 +183,7 @@ export function parseTunnelState(listings: {
       .filter((r) => r.protocol === String(DSR_PROTO))
       .map((r) => ({
         pref: r.priority,
-        ...(r.ipproto === "udp" && r.dport !== undefined && { udpDport: r.dport }),
+        ...((r.ipproto === "udp" || r.ipproto === "17") && r.dport !== undefined && { udpDport: r.dport }),
         ...(r.fwmark !== undefined && { fwmark: Number(r.fwmark) }),
         ...(r.table !== undefined && { table: r.table }),
         ...(r.goto !== undefined && { goto: r.goto }),
