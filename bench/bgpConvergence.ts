@@ -434,7 +434,7 @@ async function main(): Promise<void> {
       if (o.mode === "dsr") await prepareDsrBackend(ecmp, b, pod, teardown);
     }
     await core.createNamespace({ body: { metadata: { name: NS } } });
-    await createLbService(kc, NS, "web", CLASS, backends, PORT);
+    await createLbService(kc, NS, "web", CLASS, backends, { port: PORT });
 
     const config: LbConfigInput = {
       loadBalancerClass: CLASS,

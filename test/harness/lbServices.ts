@@ -9,13 +9,17 @@ export async function createLbService(
   name: string,
   loadBalancerClass: string,
   backends: { ip: string; nodeName?: string }[],
-  /** The Service's port and the backends' (equal, as direct server return needs); default 80 -> 8080. */
-  port?: number,
+  opts: {
+    /** The Service's port and the backends' (equal, as direct server return needs); default 80 -> 8080. */
+    port?: number;
+    annotations?: Record<string, string>;
+  } = {},
 ): Promise<void> {
+  const { port, annotations } = opts;
   const ports = port === undefined ? undefined : [{ name: "http", port, protocol: "TCP" }];
   await kc.makeApiClient(CoreV1Api).createNamespacedService({
     namespace,
-    body: { ...lbService(name, { ns: namespace, class: loadBalancerClass, ports }), status: {} },
+    body: { ...lbService(name, { ns: namespace, class: loadBalancerClass, ports, annotations }), status: {} },
   });
   await kc
     .makeApiClient(DiscoveryV1Api)

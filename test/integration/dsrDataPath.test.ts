@@ -11,6 +11,7 @@
 import { join } from "node:path";
 import { NetnsLab, waitUntil, type LabNamespace } from "@portable-lb/lab";
 import { NftEngine } from "../../lb-image/src/dataplane/nft/nftEngine.ts";
+import { backendMark } from "../../lb-image/src/dataplane/dsr/dsrTunnel.ts";
 import type { VirtualService } from "../../lb-image/src/dataplane/model.ts";
 import type { DsrApplier } from "../../lb-image/src/nodeAgent/dsr/dsrApplier.ts";
 import { DSR_NODE_TABLE } from "../../lb-image/src/nodeAgent/dsr/nodeDsrTable.ts";
@@ -153,6 +154,35 @@ describe("DSR through two LB pods", () => {
     const byName = await httpHistogram(client, `http://${VIP}:${PORT}/`, { count: 60, by: "name" });
     expect(Object.keys(byName.counts).sort()).toEqual(["p1", "p2", "p3"]);
   }, 60_000);
+
+  it("keeps a remembered flow on its backend while it has a tunnel, and passes over it once it has not", async () => {
+    // The backends now: p1, p2, p3. Client ports below the ephemeral range, unused so far.
+    const url = `http://${VIP}:${PORT}/`;
+    const ask = async (port: number) => {
+      const r = await client.exec("curl", [
+        ...["-s", "-o", "/dev/null", "--max-time", "2", "--local-port", String(port)],
+        ...["-w", "%header{x-backend-name}", url],
+      ]);
+      return r.code === 0 ? r.stdout.trim() : `curl exit ${r.code}`;
+    };
+    const remember = async (ports: number[], backend: string) => {
+      const mark = `0x${backendMark(backend).toString(16)}`;
+      const elements = ports.map((p) => `10.0.0.2 . ${p} . ${VIP} . ${PORT} : ${mark}`).join(", ");
+      for (const lb of lbs.values())
+        await lb.run("nft", ["add", "element", "ip", "portable_lb", "flows_tcp", `{ ${elements} }`]);
+    };
+    // Entries as earlier flows on these client ports left them, all to p1: they hold.
+    const kept = Array.from({ length: 20 }, (_, i) => 20_000 + i);
+    await remember(kept, PODS.p1);
+    expect(await Promise.all(kept.map(ask))).toEqual(kept.map(() => "p1"));
+    // Entries to a backend that has left (no tunnel, no rule for its mark): the flows take the
+    // Maglev table's backends, never this LB pod's own stack (which would refuse them).
+    const stale = Array.from({ length: 30 }, (_, i) => 20_100 + i);
+    await remember(stale, "10.244.1.99");
+    const answers = await Promise.all(stale.map(ask));
+    expect(answers.filter((b) => !["p1", "p2", "p3"].includes(b))).toEqual([]);
+    expect(new Set(answers).size).toBe(3);
+  });
 
   it("removes every DSR tunnel and the node's DSR state when no service is served by DSR (the SNAT one stays)", async () => {
     await applyAll([]);

@@ -21,15 +21,21 @@ export const DSR_PROTO = 212;
 // Rule preferences. The backends' rules must come before the `local` table: the pod holds its VIPs
 // as local addresses (IPVS, and the node-route check, send from them), and `local` would deliver a
 // DSR packet to the pod itself. So while DSR is in use, `local` moves from 0 to LOCAL_TABLE_PREF.
-// The encapsulated packet inherits the inner packet's mark, and its own route lookup (a locally made
-// packet: `iif lo`) must not land in the tunnel again: those skip the backends' rules.
+// The encapsulated packet inherits the inner packet's mark, and its own route lookup must not land
+// in the tunnel again: VXLAN to the tunnel's port skips the backends' rules. (Not `iif lo`, which
+// every locally made lookup has, nft's `fib` too: the flow table asks fib whether a mark still has
+// its backend's tunnel, see nftRuleset.ts.)
 export const SKIP_RULE_PREF = 100;
 export const BACKEND_RULE_PREF = 101;
 export const LOCAL_TABLE_PREF = 32000;
 
 export interface Rule {
   pref: number;
-  iif?: string;
+  /**
+   * `ipproto 17 dport N`: the tunnel's own packets (by number: the LB image has no /etc/protocols,
+   * where `ip` looks names up).
+   */
+  udpDport?: number;
   fwmark?: number;
   /** A table to look up, or none (goto). */
   table?: string;
@@ -52,7 +58,7 @@ export interface TunnelState {
 function ruleSpec(r: Rule): string {
   return [
     `pref ${r.pref}`,
-    r.iif !== undefined && `iif ${r.iif}`,
+    r.udpDport !== undefined && `ipproto 17 dport ${r.udpDport}`,
     r.fwmark !== undefined && `fwmark ${r.fwmark}`,
     r.table !== undefined && `lookup ${r.table}`,
     r.goto !== undefined && `goto ${r.goto}`,
@@ -62,7 +68,7 @@ function ruleSpec(r: Rule): string {
     .join(" ");
 }
 
-const SKIP_RULE: Rule = { pref: SKIP_RULE_PREF, iif: "lo", goto: LOCAL_TABLE_PREF };
+const SKIP_RULE: Rule = { pref: SKIP_RULE_PREF, udpDport: DSR_UDP_PORT, goto: LOCAL_TABLE_PREF };
 const LOCAL_RULE: Rule = { pref: LOCAL_TABLE_PREF, table: "local" };
 const backendRule = (mark: number): Rule => ({ pref: BACKEND_RULE_PREF, fwmark: mark, table: String(mark) });
 
@@ -138,7 +144,9 @@ const neighSchema = z.array(
 const ruleSchema = z.array(
   z.object({
     priority: z.number(),
-    iif: z.string().optional(),
+    // A name where /etc/protocols has it (the host), else the number (the LB image).
+    ipproto: z.union([z.string(), z.number()]).transform(String).optional(),
+    dport: z.number().optional(),
     fwmark: z.string().optional(),
     table: z.string().optional(),
     goto: z.number().optional(),
@@ -175,7 +183,7 @@ export function parseTunnelState(listings: {
       .filter((r) => r.protocol === String(DSR_PROTO))
       .map((r) => ({
         pref: r.priority,
-        ...(r.iif !== undefined && { iif: r.iif }),
+        ...((r.ipproto === "udp" || r.ipproto === "17") && r.dport !== undefined && { udpDport: r.dport }),
         ...(r.fwmark !== undefined && { fwmark: Number(r.fwmark) }),
         ...(r.table !== undefined && { table: r.table }),
         ...(r.goto !== undefined && { goto: r.goto }),

@@ -70,7 +70,7 @@ describe("NftEngine", () => {
     // Locally made packets (the encapsulated ones) skip the backends' rules, which come before the
     // local table, moved from 0 (the pod's VIPs may be local addresses).
     expect(made.rules).toEqual([
-      "100:\tfrom all iif lo goto 32000 proto 212",
+      "100:\tfrom all ipproto udp dport 4789 goto 32000 proto 212",
       "101:\tfrom all fwmark 0xaf40105 lookup 183763205 proto 212",
       "101:\tfrom all fwmark 0xaf40205 lookup 183763461 proto 212",
       "32000:\tfrom all lookup local proto 212",

@@ -50,8 +50,8 @@ const TABLE = `table ip portable_lb { # handle 2
 
 	chain dsr { # handle 23
 		type filter hook prerouting priority -300; policy accept;
-		meta mark set ip saddr . tcp sport . ip daddr . tcp dport map @flows_tcp notrack update @flows_tcp { ip saddr . tcp sport . ip daddr . tcp dport : meta mark } accept # handle 24
-		meta mark set ip saddr . udp sport . ip daddr . udp dport map @flows_udp notrack update @flows_udp { ip saddr . udp sport . ip daddr . udp dport : meta mark } accept # handle 25
+		meta mark set ip saddr . tcp sport . ip daddr . tcp dport map @flows_tcp fib daddr . mark oifname "plb-dsr" notrack update @flows_tcp { ip saddr . tcp sport . ip daddr . tcp dport : meta mark } accept # handle 24
+		meta mark set ip saddr . udp sport . ip daddr . udp dport map @flows_udp fib daddr . mark oifname "plb-dsr" notrack update @flows_udp { ip saddr . udp sport . ip daddr . udp dport : meta mark } accept # handle 25
 		ip daddr . meta l4proto . th dport vmap @dsr_services # handle 26
 	}
 

@@ -1,5 +1,6 @@
 // nft scripts for the nftables engine: the table skeleton, and one transaction per change that
 // touches only the services that changed. `nft -f` applies a script atomically: all or nothing.
+import { DSR_LB_DEVICE } from "../dsr/dsrTunnel.ts";
 import { serviceKey } from "../model.ts";
 import { NFT_TABLE, objectId, type NftService } from "./nftState.ts";
 
@@ -29,10 +30,15 @@ const flowUpdate = (p: keyof typeof PROTOCOL_NUMBERS, key: string) =>
 /**
  * A flow this LB pod has seen goes to the backend it went to, whatever the table says now. The
  * lookup comes first: a miss ends the rule before `notrack`, so SNAT flows stay tracked (NAT needs
- * conntrack). nft prints the protocol match folded into the key's `tcp sport`.
+ * conntrack). An entry whose backend has left is passed over (`fib`: the route its mark selects no
+ * longer leaves by the tunnel), and the flow takes the Maglev table's backend: clients reuse ports
+ * within the table's timeout, and a new connection bound to a gone backend would reach this pod's
+ * own stack, which refuses it (a UDP flow would stay black-holed). nft prints the protocol match
+ * folded into the key's `tcp sport`.
  */
 const flowHit = (p: keyof typeof PROTOCOL_NUMBERS, key: string, written: boolean) =>
-  `${written ? `meta l4proto ${p} ` : ""}meta mark set ${key} map @flows_${p} notrack ${flowUpdate(p, key)} accept`;
+  `${written ? `meta l4proto ${p} ` : ""}meta mark set ${key} map @flows_${p} ` +
+  `fib daddr . mark oifname "${DSR_LB_DEVICE}" notrack ${flowUpdate(p, key)} accept`;
 
 /**
  * The table's frame: its base chains and their rules, as written and as `nft -n list` prints them
