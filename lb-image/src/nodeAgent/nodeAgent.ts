@@ -18,8 +18,10 @@ import { withPrefix } from "../dataplane/exec.ts";
 import { serviceInformers } from "../controller/clusterWatch.ts";
 import { desiredState } from "../controller/desiredState.ts";
 import { lbPeers } from "../controller/dsrPolicy.ts";
+import { EventSink } from "../controller/eventSink.ts";
 import { ResilientInformers } from "../kube/informers.ts";
 import { DsrApplier } from "./dsr/dsrApplier.ts";
+import { hostNetworkEvents } from "./dsr/hostNetworkEvents.ts";
 import { desiredRoutes, lbPodState, lbPodVerdict, routedVia, type NodeRoute } from "./desiredRoutes.ts";
 import { applySteering } from "./bfdSteering.ts";
 import { nodeForwards } from "./nodeForwarding.ts";
@@ -225,6 +227,8 @@ function startDsr(
 ): CoalescingRunner {
   const cluster = serviceInformers(informers, o.kubeconfig, true);
   const lb = lbPeers(o.config, o.namespace);
+  // Host-network backends, which DSR cannot serve, are told on their Services.
+  const events = new EventSink(o.kubeconfig.makeApiClient(CoreV1Api), o.log, "portable-lb-node-agent");
   const applier = new DsrApplier({
     commandPrefix: o.commandPrefix,
     netnsDir: dsr.netnsDir,
@@ -235,8 +239,9 @@ function startDsr(
   return new CoalescingRunner(
     async () => {
       if (!informers.synced()) return;
+      const serviceObjects = [...cluster.services.list()];
       const { services } = desiredState({
-        services: [...cluster.services.list()],
+        services: serviceObjects,
         slices: [...cluster.slices.list()],
         loadBalancerClass: o.config.loadBalancerClass,
         scheduler: o.config.dataPlane.scheduler,
@@ -244,7 +249,10 @@ function startDsr(
         forwarding: o.config.dataPlane.mode,
         networkPolicies: { policies: [...(cluster.networkPolicies?.list() ?? [])], lb },
       });
-      await applier.apply(services, o.nodeName);
+      const report = await applier.apply(services, o.nodeName);
+      await events.report(
+        hostNetworkEvents(report.hostNetwork, serviceObjects, o.config.loadBalancerClass, o.nodeName),
+      );
     },
     { onError: (err) => o.log.error({ err }, "DSR state update failed; retrying") },
   );

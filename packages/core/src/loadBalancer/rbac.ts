@@ -43,10 +43,12 @@ export const NODE_AGENT_RULES: PolicyRule[] = [
 /**
  * With direct server return the node agent adds, cluster-wide: reading Services and EndpointSlices
  * (which VIPs the backend pods on its node serve) and NetworkPolicies (which ports fall back to
- * SNAT: the controller's own decision).
+ * SNAT: the controller's own decision), and Events on Services (a host-network backend DSR cannot
+ * serve).
  */
 export const NODE_AGENT_DSR_CLUSTER_RULES: PolicyRule[] = [
   { apiGroups: [""], resources: ["services"], verbs: ["get", "list", "watch"] },
   { apiGroups: ["discovery.k8s.io"], resources: ["endpointslices"], verbs: ["get", "list", "watch"] },
   ...LB_DSR_CLUSTER_RULES,
+  { apiGroups: ["", "events.k8s.io"], resources: ["events"], verbs: ["create", "patch"] },
 ];
