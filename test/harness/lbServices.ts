@@ -11,11 +11,13 @@ export async function createLbService(
   backends: { ip: string; nodeName?: string }[],
   /** The Service's port and the backends' (equal, as direct server return needs); default 80 -> 8080. */
   port?: number,
+  /** The Service's pod selector (NetworkPolicies are matched against it); none by default. */
+  selector?: Record<string, string>,
 ): Promise<void> {
   const ports = port === undefined ? undefined : [{ name: "http", port, protocol: "TCP" }];
   await kc.makeApiClient(CoreV1Api).createNamespacedService({
     namespace,
-    body: { ...lbService(name, { ns: namespace, class: loadBalancerClass, ports }), status: {} },
+    body: { ...lbService(name, { ns: namespace, class: loadBalancerClass, ports, selector }), status: {} },
   });
   await kc
     .makeApiClient(DiscoveryV1Api)
