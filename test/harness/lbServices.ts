@@ -13,13 +13,18 @@ export async function createLbService(
     /** The Service's port and the backends' (equal, as direct server return needs); default 80 -> 8080. */
     port?: number;
     annotations?: Record<string, string>;
+    /** The Service's pod selector (NetworkPolicies are matched against it); none by default. */
+    selector?: Record<string, string>;
   } = {},
 ): Promise<void> {
-  const { port, annotations } = opts;
+  const { port, annotations, selector } = opts;
   const ports = port === undefined ? undefined : [{ name: "http", port, protocol: "TCP" }];
   await kc.makeApiClient(CoreV1Api).createNamespacedService({
     namespace,
-    body: { ...lbService(name, { ns: namespace, class: loadBalancerClass, ports, annotations }), status: {} },
+    body: {
+      ...lbService(name, { ns: namespace, class: loadBalancerClass, ports, annotations, selector }),
+      status: {},
+    },
   });
   await kc
     .makeApiClient(DiscoveryV1Api)

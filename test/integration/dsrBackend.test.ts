@@ -8,6 +8,7 @@
 //
 //   client (10.30.0.2) ─ router ─ lb (10.31.0.2, VIPs routed here)
 //                          └──── node (10.32.0.2) ══ cni0 10.244.1.1/24 ══ pod-a .5, pod-b .6
+import { CoreV1Api, NetworkingV1Api } from "@kubernetes/client-node";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { pino } from "pino";
@@ -24,7 +25,11 @@ import { LO_LABEL } from "../../lb-image/src/nodeAgent/dsr/podDsrState.ts";
 import { lbConfigSchema } from "@portable-lb/core/config";
 import { startNodeAgent } from "../../lb-image/src/nodeAgent/nodeAgent.ts";
 import { NftEngine } from "../../lb-image/src/dataplane/nft/nftEngine.ts";
+import { statusWriter } from "../../lb-image/src/controller/statusWriter.ts";
+import { describeEvents } from "../harness/describeEvents.ts";
+import { createLbService } from "../harness/lbServices.ts";
 import { DsrBackendNode, KUBE_PROXY_LIKE } from "../harness/netns/dsrBackendNode.ts";
+import * as netpol from "../harness/networkPolicies.ts";
 import { ruleCounters } from "../harness/netns/nftCounters.ts";
 import { getInside, startHttpEcho } from "../harness/netns/httpClient.ts";
 import { settle } from "../harness/settle.ts";
@@ -316,6 +321,70 @@ describe("DSR backend side in network namespaces", () => {
       expect(await agent.registry.getSingleMetricAsString("portable_lb_dsr_vips")).toMatch(/ 0$/);
     } finally {
       await agent.stop();
+    }
+  });
+
+  it("is run by the node agent: follows NetworkPolicies as the controller does, tells host-network backends", async () => {
+    const ns = `dsrbackend-np-${process.pid}`;
+    const lbNs = `dsrbackend-${process.pid}`;
+    const config = lbConfigSchema.parse({
+      loadBalancerClass: "portable-lb.io/dsrbackend",
+      routingMode: "bgp",
+      podCidr: "10.244.0.0/16",
+      vipPools: [{ name: "web", cidr: "10.1.1.0/24" }],
+      dataPlane: { mode: "dsr" },
+      bgp: { asn: 64512, routeReflectors: ["10.0.0.5"] },
+    });
+    const kc = testKubeConfig();
+    const core = kc.makeApiClient(CoreV1Api);
+    const networking = kc.makeApiClient(NetworkingV1Api);
+    await core.createNamespace({ body: { metadata: { name: ns } } });
+    const agent = await (async () => {
+      // A DSR Service (port = targetPort) with a pod backend and a host-network one on this node,
+      // its VIP in status (as the controller writes it), and a policy admitting the LB pods' tunnel.
+      const backends = [POD_A, NODE_IP].map((ip) => ({ ip, nodeName: NODE }));
+      await createLbService(kc, ns, "web", config.loadBalancerClass, backends, {
+        port: 8080,
+        selector: { app: "web" },
+      });
+      const created = await core.readNamespacedService({ name: "web", namespace: ns });
+      await statusWriter(core)(created, [VIP]);
+      await networking.createNamespacedNetworkPolicy({
+        namespace: ns,
+        body: netpol.tunnelPolicy(ns, [netpol.lbPodsPeer(lbNs)]),
+      });
+      return startNodeAgent({
+        config,
+        kubeconfig: kc,
+        log,
+        nodeName: NODE,
+        namespace: lbNs,
+        commandPrefix: backendNode!.agentPrefix(),
+        httpPort: 0,
+        httpHost: "127.0.0.1",
+        dsr: { netnsDir: backendNode!.netnsDir, procSysNet: "/proc/sys/net", resyncMs: 500 },
+      });
+    })();
+    try {
+      await settle(async () => JSON.stringify((await podState(podA)).vips) === JSON.stringify([VIP]));
+      const svc = await core.readNamespacedService({ name: "web", namespace: ns });
+      await settle(async () =>
+        (await describeEvents(core, "Service", svc)).some(
+          (e) =>
+            e.reason === "DirectServerReturnHostNetworkBackend" &&
+            e.type === "Warning" &&
+            e.message?.startsWith(`backend ${NODE_IP} on node ${NODE} is on the host network`),
+        ),
+      );
+      // The policy no longer admits the LB pods (changed, through the watch): the port is SNAT's.
+      await netpol.replaceTunnelPolicy(networking, ns, [netpol.namespacePeer("elsewhere")]);
+      await settle(async () => (await podState(podA)).vips.length === 0);
+      // No policy restricts the backends: DSR again.
+      await networking.deleteNamespacedNetworkPolicy({ name: netpol.POLICY_NAME, namespace: ns });
+      await settle(async () => JSON.stringify((await podState(podA)).vips) === JSON.stringify([VIP]));
+    } finally {
+      await agent.stop();
+      await core.deleteNamespace({ name: ns }).catch(() => undefined);
     }
   });
 });

@@ -4,10 +4,10 @@
 // the way the EndpointSlice controller would make them.
 import { CoreV1Api, DiscoveryV1Api, type V1EndpointSlice } from "@kubernetes/client-node";
 import { lbConfigSchema } from "@portable-lb/core/config";
-import { pino } from "pino";
-import { startController, type RunningController } from "../../lb-image/src/controller/controller.ts";
+import type { RunningController } from "../../lb-image/src/controller/controller.ts";
 import { gatewayLab, spreadOver } from "../harness/netns/gatewayLab.ts";
 import { httpHistogram } from "../harness/netns/httpClient.ts";
+import { startNetnsController } from "../harness/netns/netnsController.ts";
 import type { LabNamespace, NetnsLab } from "@portable-lb/lab";
 import { settle } from "../harness/settle.ts";
 import { TcpProxy } from "../harness/tcpProxy.ts";
@@ -36,16 +36,12 @@ let proxy: TcpProxy;
 let controller: RunningController | undefined;
 
 async function start(identity = "lb-1"): Promise<RunningController> {
-  return startController({
+  return startNetnsController({
     config,
     kubeconfig: testKubeConfig(`https://127.0.0.1:${proxy.port}`),
-    log: pino({ level: "warn" }),
     namespace: NS,
+    pod: lbNs,
     identity,
-    commandPrefix: ["ip", "netns", "exec", lbNs.netns],
-    httpPort: 0,
-    httpHost: "127.0.0.1",
-    leaseTiming: { leaseDurationS: 3, retryPeriodMs: 300 },
   });
 }
 

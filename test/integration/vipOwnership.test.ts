@@ -6,12 +6,12 @@
 // records every status the API server holds, so a move and its return would not go unseen.
 import { CoreV1Api, DiscoveryV1Api, Watch, type V1Service } from "@kubernetes/client-node";
 import { lbConfigSchema } from "@portable-lb/core/config";
-import { pino } from "pino";
-import { startController, type RunningController } from "../../lb-image/src/controller/controller.ts";
+import type { RunningController } from "../../lb-image/src/controller/controller.ts";
 import { slice } from "../../lb-image/src/controller/testing/k8sObjects.ts";
 import type { LabNamespace, NetnsLab } from "@portable-lb/lab";
 import { describeEvents } from "../harness/describeEvents.ts";
 import { gatewayLab, spreadOver } from "../harness/netns/gatewayLab.ts";
+import { startNetnsController } from "../harness/netns/netnsController.ts";
 import { settle } from "../harness/settle.ts";
 import { testKubeConfig } from "../harness/testEnv.ts";
 
@@ -111,17 +111,7 @@ beforeAll(async () => {
     },
     (err: unknown) => (watchEnded ??= err ?? "the watch ended"),
   );
-  controller = await startController({
-    config,
-    kubeconfig: kc,
-    log: pino({ level: "warn" }),
-    namespace: NS,
-    identity: "lb-1",
-    commandPrefix: ["ip", "netns", "exec", lbNs.netns],
-    httpPort: 0,
-    httpHost: "127.0.0.1",
-    leaseTiming: { leaseDurationS: 3, retryPeriodMs: 300 },
-  });
+  controller = await startNetnsController({ config, kubeconfig: kc, namespace: NS, pod: lbNs });
 });
 
 afterAll(async () => {

@@ -1,13 +1,17 @@
-// Watches Services and EndpointSlices through informers (list + watch, no polling). When the API
-// server goes away, the caches keep their last contents, so the data plane keeps serving what it
-// served; the informers are restarted with backoff and resync on reconnect.
+// Watches Services and EndpointSlices (and, for direct server return, NetworkPolicies) through
+// informers (list + watch, no polling). When the API server goes away, the caches keep their last
+// contents, so the data plane keeps serving what it served; the informers are restarted with
+// backoff and resync on reconnect.
 import {
   CoreV1Api,
   DiscoveryV1Api,
+  NetworkingV1Api,
   Watch,
   type KubeConfig,
   type ListWatch,
   type V1EndpointSlice,
+  type V1NetworkPolicy,
+  type V1NetworkPolicyIngressRule,
   type V1Service,
 } from "@kubernetes/client-node";
 import type { Logger } from "pino";
@@ -33,15 +37,52 @@ function trimSlice(slice: V1EndpointSlice): void {
   }));
 }
 
-/** Services and EndpointSlices of every namespace, as informers in `informers`. */
+/**
+ * Keeps of a policy its ingress side, in the client's model: a listed policy's rules carry `_from`,
+ * a watched one's the wire's `from`, and readers see one shape.
+ */
+function trimPolicy(policy: V1NetworkPolicy): void {
+  if (policy.metadata) delete policy.metadata.annotations;
+  if (!policy.spec) return;
+  delete policy.spec.egress;
+  for (const rule of policy.spec.ingress ?? []) {
+    const wire = rule as V1NetworkPolicyIngressRule & { from?: V1NetworkPolicyIngressRule["_from"] };
+    if (wire.from !== undefined) {
+      wire._from = wire.from;
+      delete wire.from;
+    }
+  }
+}
+
+export interface ServiceInformers {
+  services: ListWatch<V1Service>;
+  slices: ListWatch<V1EndpointSlice>;
+  /** With `networkPolicies` asked for. */
+  networkPolicies?: ListWatch<V1NetworkPolicy>;
+}
+
+/**
+ * Services and EndpointSlices of every namespace, as informers in `informers`; NetworkPolicies too
+ * when `networkPolicies` (direct server return: they may keep its tunnel from the backends).
+ */
 export function serviceInformers(
   informers: ResilientInformers,
   kc: KubeConfig,
-): { services: ListWatch<V1Service>; slices: ListWatch<V1EndpointSlice> } {
+  networkPolicies = false,
+): ServiceInformers {
   const core = kc.makeApiClient(CoreV1Api);
   const discovery = kc.makeApiClient(DiscoveryV1Api);
   const watch = new Watch(kc);
+  const networking = networkPolicies ? kc.makeApiClient(NetworkingV1Api) : undefined;
   return {
+    ...(networking && {
+      networkPolicies: informers.add<V1NetworkPolicy>("networkpolicies", {
+        path: "/apis/networking.k8s.io/v1/networkpolicies",
+        watch,
+        list: (page) => networking.listNetworkPolicyForAllNamespaces(page),
+        trim: trimPolicy,
+      }),
+    }),
     services: informers.add<V1Service>("services", {
       path: "/api/v1/services",
       watch,
@@ -58,12 +99,12 @@ export function serviceInformers(
 
 export class ClusterWatch implements ClusterView {
   private readonly informers: ResilientInformers;
-  private readonly serviceInformer: ListWatch<V1Service>;
-  private readonly sliceInformer: ListWatch<V1EndpointSlice>;
+  private readonly watched: ServiceInformers;
 
-  constructor(kc: KubeConfig, log: Logger, hooks: InformerHooks) {
+  /** `networkPolicies`: watch them too (see serviceInformers). */
+  constructor(kc: KubeConfig, log: Logger, hooks: InformerHooks, networkPolicies = false) {
     this.informers = new ResilientInformers(log, hooks);
-    ({ services: this.serviceInformer, slices: this.sliceInformer } = serviceInformers(this.informers, kc));
+    this.watched = serviceInformers(this.informers, kc, networkPolicies);
   }
 
   start(): Promise<void> {
@@ -76,9 +117,12 @@ export class ClusterWatch implements ClusterView {
     return this.informers.synced();
   }
   services(): V1Service[] {
-    return [...this.serviceInformer.list()];
+    return [...this.watched.services.list()];
   }
   slices(): V1EndpointSlice[] {
-    return [...this.sliceInformer.list()];
+    return [...this.watched.slices.list()];
+  }
+  networkPolicies(): V1NetworkPolicy[] | undefined {
+    return this.watched.networkPolicies && [...this.watched.networkPolicies.list()];
   }
 }

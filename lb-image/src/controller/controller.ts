@@ -22,6 +22,7 @@ import { HealthChecker } from "../health/healthChecker.ts";
 import { probe, type Probe } from "../health/probe.ts";
 import { ClusterWatch } from "./clusterWatch.ts";
 import { waitForQuiet } from "./connectionDrain.ts";
+import { lbPeers } from "./dsrPolicy.ts";
 import { EventSink } from "./eventSink.ts";
 import { startHttpServer } from "./httpServer.ts";
 import { LeaderElector, allocatorLease, type LeaseTiming } from "./leaderElection.ts";
@@ -124,10 +125,16 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
     },
     onError: (err) => o.log.warn({ err }, "leader election failed; not allocating until it succeeds"),
   });
-  const watch = new ClusterWatch(o.kubeconfig, o.log, {
-    onChange: () => reconciler.trigger(),
-    onConnection: (up) => metrics.apiConnected.set(up ? 1 : 0),
-  });
+  const dsr = o.config.dataPlane.mode === "dsr";
+  const watch = new ClusterWatch(
+    o.kubeconfig,
+    o.log,
+    {
+      onChange: () => reconciler.trigger(),
+      onConnection: (up) => metrics.apiConnected.set(up ? 1 : 0),
+    },
+    dsr,
+  );
   const health = new HealthChecker({
     probe: o.probe ?? probe,
     onChange: () => reconciler.trigger(),
@@ -215,6 +222,7 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
     log: o.log,
     report: (items, type) => events.report(items, type),
     pod,
+    ...(dsr && { lbPeers: lbPeers(o.config, o.namespace) }),
     writeStatus: statusWriter(core),
     isLeader: () => elector.isLeader,
     health,

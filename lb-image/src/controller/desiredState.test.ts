@@ -1,4 +1,4 @@
-import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
+import type { V1EndpointSlice, V1NetworkPolicy, V1Service } from "@kubernetes/client-node";
 import { desiredState, type DesiredStateCache } from "./desiredState.ts";
 import { CLASS, lbService, slice } from "./testing/k8sObjects.ts";
 
@@ -59,6 +59,56 @@ describe("desiredState", () => {
         ),
       }),
     ]);
+  });
+
+  it("serves a DSR port by SNAT while a NetworkPolicy keeps the tunnel from its backends, and says how to fix it", () => {
+    const lb = {
+      namespace: "lb-system",
+      podLabels: { app: "portable-lb-controller" },
+      podSelector: { app: "portable-lb-controller" },
+      podCidr: "10.244.0.0/16",
+    };
+    const web = lbService("web", { vips: ["10.1.1.10"], uid: "u1", selector: { app: "web" } });
+    const deny: V1NetworkPolicy = {
+      metadata: { name: "web-ingress", namespace: "default" },
+      spec: { podSelector: { matchLabels: { app: "web" } }, policyTypes: ["Ingress"], ingress: [] },
+    };
+    const state = (policies: V1NetworkPolicy[], forwarding: "dsr" | "snat" = "dsr") =>
+      desiredState({
+        services: [web],
+        slices: [slice("web", [{ ip: "10.244.1.5" }], { port: 80 })],
+        loadBalancerClass: CLASS,
+        scheduler: "mh",
+        forwarding,
+        networkPolicies: { policies, lb },
+      });
+    const blocked = state([deny]);
+    expect(blocked.services.map((s) => s.forwarding)).toEqual(["snat"]);
+    expect(blocked.skipped).toEqual([
+      {
+        object: "default/web",
+        uid: "u1",
+        kind: "Service",
+        reason: "DirectServerReturnBlockedByNetworkPolicy",
+        message: expect.stringContaining(
+          "NetworkPolicy default/web-ingress selects its backends and allows no UDP 4789 (the DSR tunnel) from the LB pods",
+        ),
+      },
+    ]);
+    expect(blocked.skipped[0]!.message).toContain(
+      '{"from":[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"lb-system"}},"podSelector":{"matchLabels":{"app":"portable-lb-controller"}}}],"ports":[{"protocol":"UDP","port":4789}]}',
+    );
+    // Once the policy has the rule, DSR comes back.
+    const fixed = {
+      ...deny,
+      spec: {
+        ...deny.spec!,
+        ingress: [{ _from: [{ namespaceSelector: {} }], ports: [{ protocol: "UDP", port: 4789 }] }],
+      },
+    };
+    expect(state([fixed])).toMatchObject({ services: [{ forwarding: "dsr" }], skipped: [] });
+    // SNAT never looks at policies.
+    expect(state([deny], "snat")).toMatchObject({ services: [{ forwarding: "snat" }], skipped: [] });
   });
 
   it("drains terminating endpoints (weight 0) and leaves out the not-ready ones", () => {

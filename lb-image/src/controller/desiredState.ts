@@ -1,6 +1,6 @@
 // From Kubernetes objects to the data plane's desired state, as a pure function: Services of type
 // LoadBalancer with our class and an assigned VIP, and the endpoints their EndpointSlices list.
-import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
+import type { V1EndpointSlice, V1NetworkPolicy, V1Service } from "@kubernetes/client-node";
 import {
   HEALTH_CHECK_ANNOTATION,
   isIpv4Address,
@@ -10,6 +10,8 @@ import {
 import { sameItems } from "../common/sameItems.ts";
 import type { Backend, Forwarding, Scheduler, VirtualService } from "../dataplane/model.ts";
 import type { HealthTarget } from "../health/healthState.ts";
+import { DSR_UDP_PORT } from "../dataplane/dsr/dsrTunnel.ts";
+import { policiesBlockingDsr, tunnelRule, type LbPeers } from "./dsrPolicy.ts";
 
 export interface DesiredStateInput {
   services: V1Service[];
@@ -18,6 +20,11 @@ export interface DesiredStateInput {
   scheduler: Scheduler;
   /** How Services are served where they can be (default "snat"); see forwardingOf. */
   forwarding?: Forwarding;
+  /**
+   * With forwarding dsr: the NetworkPolicies of every namespace and who sends the DSR tunnel; a
+   * port whose backends they keep the tunnel from is served by SNAT (see forwardingOf).
+   */
+  networkPolicies?: { policies: V1NetworkPolicy[]; lb: LbPeers };
   /** Active health-check verdicts (see health/); without it every backend counts as healthy. */
   isUnhealthy?: (target: HealthTarget) => boolean;
   /** Carried from one call to the next: ports whose slices are the same objects are not rebuilt. */
@@ -172,25 +179,44 @@ function backendsOf(
   return { backends: [...backends.values()], skipped };
 }
 
+/** Why a port asked to be served by DSR is served by SNAT (Event reasons; see forwardingOf). */
+export const DSR_FALLBACK_REASONS = [
+  "DirectServerReturnUnavailable",
+  "DirectServerReturnBlockedByNetworkPolicy",
+] as const;
+
 /**
  * DSR hands the packet over unchanged, so a backend must listen on the Service's own port: a port
- * whose backends listen elsewhere (targetPort differs) is served by SNAT instead, and said so.
+ * whose backends listen elsewhere (targetPort differs) is served by SNAT instead, and said so. So
+ * is a port whose backends NetworkPolicies keep the DSR tunnel from (`blocking`: those policies):
+ * DSR would black-hole its traffic. Either comes back to DSR by itself once fixed.
  */
 function forwardingOf(
   svc: V1Service,
   port: { name?: string; port: number },
   backends: Backend[],
   wanted: Forwarding,
+  blocking: { policies: string[]; lb: LbPeers } | undefined,
   skipped: SkippedItem[],
 ): Forwarding {
   if (wanted !== "dsr") return wanted;
   const elsewhere = [...new Set(backends.filter((b) => b.port !== port.port).map((b) => b.port))];
-  if (elsewhere.length === 0) return "dsr";
+  const snat = "served through SNAT instead (backends see the LB pod's address, not the client's)";
+  if (elsewhere.length > 0) {
+    skipped.push({
+      ...refOf(svc),
+      kind: "Service",
+      reason: DSR_FALLBACK_REASONS[0],
+      message: `port ${port.name ?? port.port}: its backends listen on ${elsewhere.join(", ")}, not on ${port.port}, and direct server return cannot change the port; ${snat}. Set targetPort to ${port.port} to have it served by DSR`,
+    });
+    return "snat";
+  }
+  if (!blocking || blocking.policies.length === 0) return "dsr";
   skipped.push({
     ...refOf(svc),
     kind: "Service",
-    reason: "DirectServerReturnUnavailable",
-    message: `port ${port.name ?? port.port}: its backends listen on ${elsewhere.join(", ")}, not on ${port.port}, and direct server return cannot change the port; served through SNAT instead (backends see the LB pod's address, not the client's). Set targetPort to ${port.port} to have it served by DSR`,
+    reason: DSR_FALLBACK_REASONS[1],
+    message: `port ${port.name ?? port.port}: NetworkPolicy ${blocking.policies.join(", ")} selects its backends and allows no UDP ${DSR_UDP_PORT} (the DSR tunnel) from the LB pods, so direct server return would drop its traffic; ${snat}. To have it served by DSR, add this ingress rule to ${blocking.policies.length > 1 ? "one of them" : "it"}: ${JSON.stringify(tunnelRule(blocking.lb))}`,
   });
   return "snat";
 }
@@ -209,12 +235,29 @@ export function desiredState(input: DesiredStateInput): DesiredState {
     slicesByService.set(key, [...(slicesByService.get(key) ?? []), slice]);
   }
 
+  const policiesByNamespace = new Map<string, V1NetworkPolicy[]>();
+  for (const policy of input.networkPolicies?.policies ?? []) {
+    const ns = policy.metadata?.namespace ?? "";
+    const list = policiesByNamespace.get(ns) ?? [];
+    list.push(policy);
+    policiesByNamespace.set(ns, list);
+  }
+
   const services: VirtualService[] = [];
   for (const svc of input.services) {
     if (!isOurs(svc, input.loadBalancerClass)) continue;
     const vips = statusVips(svc);
     if (vips.length === 0) continue; // not allocated yet; the allocator reports its own problems
     const check = healthCheckOf(svc, skipped);
+    const netpol = input.forwarding === "dsr" ? input.networkPolicies : undefined;
+    const blocking = netpol && {
+      policies: policiesBlockingDsr(
+        svc,
+        policiesByNamespace.get(svc.metadata?.namespace ?? "") ?? [],
+        netpol.lb,
+      ),
+      lb: netpol.lb,
+    };
     for (const port of svc.spec?.ports ?? []) {
       const protocol = (port.protocol ?? "TCP").toLowerCase();
       if (protocol !== "tcp" && protocol !== "udp") {
@@ -243,7 +286,7 @@ export function desiredState(input: DesiredStateInput): DesiredState {
       input.cache?.set(memoKey, built);
       skipped.push(...built.skipped);
       const checked = applyHealth(built.backends, check, input, healthTargets);
-      const forwarding = forwardingOf(svc, port, checked, input.forwarding ?? "snat", skipped);
+      const forwarding = forwardingOf(svc, port, checked, input.forwarding ?? "snat", blocking, skipped);
       for (const vip of vips) {
         services.push({
           vip,

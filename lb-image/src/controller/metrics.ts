@@ -48,6 +48,12 @@ export class ControllerMetrics {
     labelNames: ["reason"],
     registers: [this.registry],
   });
+  readonly dsrFallbackPorts = new Gauge({
+    name: "portable_lb_dsr_fallback_ports",
+    help: "Service ports asked to be served by direct server return and served by SNAT, by reason (the Event's)",
+    labelNames: ["reason"],
+    registers: [this.registry],
+  });
   readonly statusWriteErrors = new Counter({
     name: "portable_lb_status_write_errors_total",
     help: "VIP allocations that could not be written into a Service's status (retried)",

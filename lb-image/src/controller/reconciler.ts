@@ -7,7 +7,7 @@
 // on the VerifySchedule's ticks, repairing any drift toward the last applied state (also while the
 // API server is away). Only VIPs whose every service and local route were read back as applied are
 // verified, and only those are announced.
-import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
+import type { V1EndpointSlice, V1NetworkPolicy, V1Service } from "@kubernetes/client-node";
 import type { LbConfig } from "@portable-lb/core/config";
 import type { Logger } from "pino";
 import { RepairError, countByKind, type VerifyMode, type VerifyReport } from "../dataplane/drift.ts";
@@ -17,6 +17,7 @@ import { serviceKey, type VirtualService } from "../dataplane/model.ts";
 import { VerifySchedule } from "../dataplane/verifySchedule.ts";
 import { classlessHints } from "./classlessHints.ts";
 import {
+  DSR_FALLBACK_REASONS,
   desiredState,
   isOurs,
   refOf,
@@ -24,6 +25,7 @@ import {
   type DesiredStateCache,
   type SkippedItem,
 } from "./desiredState.ts";
+import type { LbPeers } from "./dsrPolicy.ts";
 import type { EventType } from "./eventSink.ts";
 import type { ControllerMetrics } from "./metrics.ts";
 import { ingressOf } from "./statusWriter.ts";
@@ -37,6 +39,8 @@ export interface ClusterView {
   synced(): boolean;
   services(): V1Service[];
   slices(): V1EndpointSlice[];
+  /** Every namespace's NetworkPolicies, where they are watched (direct server return). */
+  networkPolicies?(): V1NetworkPolicy[] | undefined;
 }
 
 export interface ReconcilerDeps {
@@ -48,6 +52,8 @@ export interface ReconcilerDeps {
   log: Logger;
   /** Sends Events (Warnings unless told otherwise); never throws. */
   report: (items: SkippedItem[], type?: EventType) => Promise<void>;
+  /** The LB pods, whom NetworkPolicies must let send the DSR tunnel (dsrPolicy.ts). */
+  lbPeers?: LbPeers;
   /** This LB pod, which data-plane drift is reported on. */
   pod?: Pick<SkippedItem, "object" | "kind" | "uid">;
   /** Writes allocations into Service status; only the elected allocator has one. */
@@ -295,12 +301,18 @@ export class Reconciler {
       loadBalancerClass: config.loadBalancerClass,
       scheduler: config.dataPlane.scheduler,
       forwarding: config.dataPlane.mode,
+      ...networkPoliciesOf(view, this.d.lbPeers),
       cache: this.desiredCache,
       ...(this.d.health && { isUnhealthy: (t) => this.d.health!.isUnhealthy(t) }),
     });
     this.d.health?.setTargets(desired.healthTargets);
     problems.push(...desired.skipped);
     for (const p of problems) this.d.metrics.skipped.inc({ reason: p.reason });
+    for (const reason of DSR_FALLBACK_REASONS)
+      this.d.metrics.dsrFallbackPorts.set(
+        { reason },
+        desired.skipped.filter((p) => p.reason === reason).length,
+      );
 
     const vips = [...new Set(desired.services.map((s) => s.vip))];
     let changes: number;
@@ -428,6 +440,12 @@ export class Reconciler {
     }
     return failed === 0 && todo.length === 0;
   }
+}
+
+/** desiredState's NetworkPolicy input, where they are watched. */
+function networkPoliciesOf(view: ClusterView, lb: LbPeers | undefined) {
+  const policies = view.networkPolicies?.();
+  return policies && lb ? { networkPolicies: { policies, lb } } : {};
 }
 
 function asError(err: unknown): Error {

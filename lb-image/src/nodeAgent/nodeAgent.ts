@@ -6,7 +6,7 @@
 // asks from a VIP address, so an answer that reaches it proves the route, and the body relays the
 // pod's Ready condition, which only the API server knows (e.g. false once the node's kubelet died).
 // With direct server return it also runs on every node with backends, and prepares their pods
-// and the node for it (dsr/dsrApplier.ts), following Services and EndpointSlices.
+// and the node for it (dsr/dsrApplier.ts), following Services, EndpointSlices and NetworkPolicies.
 import { CoreV1Api, Watch, type KubeConfig, type V1Pod } from "@kubernetes/client-node";
 import { LB_APP_LABEL, LB_HTTP_PATHS, type LbConfig } from "@portable-lb/core/config";
 import type { Server } from "node:http";
@@ -17,8 +17,11 @@ import { startHttpServer, type ExtraEndpoint } from "../controller/httpServer.ts
 import { withPrefix } from "../dataplane/exec.ts";
 import { serviceInformers } from "../controller/clusterWatch.ts";
 import { desiredState } from "../controller/desiredState.ts";
+import { lbPeers } from "../controller/dsrPolicy.ts";
+import { EventSink } from "../controller/eventSink.ts";
 import { ResilientInformers } from "../kube/informers.ts";
 import { DsrApplier } from "./dsr/dsrApplier.ts";
+import { hostNetworkEvents } from "./dsr/hostNetworkEvents.ts";
 import { desiredRoutes, lbPodState, lbPodVerdict, routedVia, type NodeRoute } from "./desiredRoutes.ts";
 import { applySteering } from "./bfdSteering.ts";
 import { nodeForwards } from "./nodeForwarding.ts";
@@ -222,7 +225,10 @@ function startDsr(
   informers: ResilientInformers,
   registry: Registry,
 ): CoalescingRunner {
-  const cluster = serviceInformers(informers, o.kubeconfig);
+  const cluster = serviceInformers(informers, o.kubeconfig, true);
+  const lb = lbPeers(o.config, o.namespace);
+  // Host-network backends, which DSR cannot serve, are told on their Services.
+  const events = new EventSink(o.kubeconfig.makeApiClient(CoreV1Api), o.log, "portable-lb-node-agent");
   const applier = new DsrApplier({
     commandPrefix: o.commandPrefix,
     netnsDir: dsr.netnsDir,
@@ -233,15 +239,20 @@ function startDsr(
   return new CoalescingRunner(
     async () => {
       if (!informers.synced()) return;
+      const serviceObjects = [...cluster.services.list()];
       const { services } = desiredState({
-        services: [...cluster.services.list()],
+        services: serviceObjects,
         slices: [...cluster.slices.list()],
         loadBalancerClass: o.config.loadBalancerClass,
         scheduler: o.config.dataPlane.scheduler,
         // The controller's own decision (same function, same inputs): which ports are DSR.
         forwarding: o.config.dataPlane.mode,
+        networkPolicies: { policies: [...(cluster.networkPolicies?.list() ?? [])], lb },
       });
-      await applier.apply(services, o.nodeName);
+      const report = await applier.apply(services, o.nodeName);
+      await events.report(
+        hostNetworkEvents(report.hostNetwork, serviceObjects, o.config.loadBalancerClass, o.nodeName),
+      );
     },
     { onError: (err) => o.log.error({ err }, "DSR state update failed; retrying") },
   );

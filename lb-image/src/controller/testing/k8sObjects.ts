@@ -14,6 +14,7 @@ export function lbService(
     class?: string;
     ns?: string;
     uid?: string;
+    selector?: Record<string, string> | undefined;
   } = {},
 ): V1Service {
   return {
@@ -28,6 +29,7 @@ export function lbService(
       type: "LoadBalancer",
       loadBalancerClass: opts.class ?? CLASS,
       ports: opts.ports ?? [{ name: "http", port: 80, protocol: "TCP" }],
+      ...(opts.selector && { selector: opts.selector }),
     },
     status: { loadBalancer: { ingress: ingressOf(opts.vips ?? []) } },
   };

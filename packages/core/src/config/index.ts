@@ -38,6 +38,7 @@ export {
   LB_ENV,
   LB_HTTP_PATHS,
   LB_PATHS,
+  LB_POD_LABELS,
   LB_STOP_TIMEOUTS,
 } from "./lbImage.ts";
 export { LB_IMAGE_FIX, lbImageRef } from "./lbImageRef.ts";

@@ -1,5 +1,6 @@
 // The contract between the manifests and the LB container image (lb-image/image/build.sh): the commands
 // it puts on PATH and where things are mounted. Both sides import these names.
+import { standardLabels } from "../labels.ts";
 export const LB_COMMANDS = {
   /** The controller: watches Services/EndpointSlices, programs IPVS or nftables, drives the speaker. */
   controller: "portable-lb-controller",
@@ -21,6 +22,14 @@ export const LB_STOP_TIMEOUTS = { preStopS: 20, withdrawS: 15, controllerS: 5 } 
 
 /** The label every LB pod carries: the Deployment's selector, and how the node agent finds its pod. */
 export const LB_APP_LABEL = "portable-lb-controller";
+
+/**
+ * Every LB pod's labels (LB_APP_LABEL's `app` and the standard ones): the controller matches
+ * NetworkPolicies' peers against them (direct server return's tunnel comes from the LB pods).
+ */
+export const LB_POD_LABELS: Readonly<Record<string, string>> = standardLabels("load-balancer", {
+  app: LB_APP_LABEL,
+});
 
 /**
  * The controller container's memory limit and the Node heap inside it. Left to itself, Node sizes

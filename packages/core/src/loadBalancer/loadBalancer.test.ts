@@ -1,5 +1,6 @@
 import * as pulumi from "@pulumi/pulumi";
 import { installMocks, secretValue, settled, typeChain, valueOf } from "../../../../test/unit/pulumiMocks.ts";
+import { LB_POD_LABELS } from "../config/lbImage.ts";
 import { lbConfigSchema, type LbConfigInput } from "../config/lbConfig.ts";
 import { LoadBalancer } from "./loadBalancer.ts";
 
@@ -143,6 +144,17 @@ describe("LoadBalancer", () => {
     // The controller serves by DSR: the mode is in the config both read.
     const config = JSON.parse(one("kubernetes:core/v1:ConfigMap").data["config.json"]);
     expect(config.dataPlane).toEqual({ engine: "auto", mode: "dsr", scheduler: "mh" });
+    // Only DSR reads NetworkPolicies (whether they let its tunnel reach the backends).
+    const controllerRole = byType("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole").find(
+      (r) => r.inputs.metadata.name === "portable-lb-controller",
+    )!;
+    expect(controllerRole.inputs.rules).toContainEqual({
+      apiGroups: ["networking.k8s.io"],
+      resources: ["networkpolicies"],
+      verbs: ["get", "list", "watch"],
+    });
+    // The pods carry the labels the controller matches NetworkPolicy peers against.
+    expect(one("kubernetes:apps/v1:Deployment").spec.template.metadata.labels).toEqual(LB_POD_LABELS);
   });
 
   it("gives the pod time for a longer drain when drain.timeoutS asks for one", async () => {

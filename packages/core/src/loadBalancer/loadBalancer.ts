@@ -4,10 +4,9 @@ import * as pulumi from "@pulumi/pulumi";
 import { z } from "zod";
 import { CONFIG_HASH_ANNOTATION, configHash } from "../configHash.ts";
 import { lbConfigSchema, type LbConfig, type LbConfigInput } from "../config/lbConfig.ts";
-import { standardLabels } from "../labels.ts";
 import { SystemNamespace } from "../systemNamespace.ts";
 import { ConfigError, parseOrThrow } from "../validation.ts";
-import { LB_PATHS } from "../config/lbImage.ts";
+import { LB_PATHS, LB_POD_LABELS } from "../config/lbImage.ts";
 import { lbImageRef } from "../config/lbImageRef.ts";
 import { DEFAULT_LB_NODE_SELECTOR, LB_APP_LABEL, lbPodSpec } from "./podSpec.ts";
 import { NodeAgent } from "./nodeAgent.ts";
@@ -15,6 +14,7 @@ import {
   LB_CLOUD_ROUTES_CLUSTER_RULES,
   LB_CLOUD_ROUTES_NAMESPACE_RULES,
   LB_CLUSTER_RULES,
+  LB_DSR_CLUSTER_RULES,
   LB_NAMESPACE_RULES,
 } from "./rbac.ts";
 import { clusterRoleFor, serviceAccountWithRole } from "./serviceAccountWithRole.ts";
@@ -95,7 +95,7 @@ export class LoadBalancer extends pulumi.ComponentResource {
         ? { ...parsed, bgp: { ...parsed.bgp, passwordFile: LB_PATHS.bgpPasswordFile } }
         : parsed;
     this.loadBalancerClass = this.config.loadBalancerClass;
-    const labels = standardLabels("load-balancer", { app: LB_APP_LABEL });
+    const labels = { ...LB_POD_LABELS };
     const child = { parent: this };
 
     const ns = new SystemNamespace(
@@ -118,7 +118,11 @@ export class LoadBalancer extends pulumi.ComponentResource {
       name,
       NAME,
       labels,
-      [...LB_CLUSTER_RULES, ...(cloudRoutes ? LB_CLOUD_ROUTES_CLUSTER_RULES : [])],
+      [
+        ...LB_CLUSTER_RULES,
+        ...(cloudRoutes ? LB_CLOUD_ROUTES_CLUSTER_RULES : []),
+        ...(parsed.dataPlane.mode === "dsr" ? LB_DSR_CLUSTER_RULES : []),
+      ],
       { name: this.serviceAccount.metadata.name, namespace: ns.name },
       child,
     );

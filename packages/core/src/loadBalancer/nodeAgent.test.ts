@@ -83,7 +83,7 @@ describe("NodeAgent", () => {
     expect(ds!.metadata.annotations).toBeUndefined();
   });
 
-  it("with DSR: runs on every node, reads Services and EndpointSlices, enters pod namespaces, never privileged", async () => {
+  it("with DSR: runs on every node, reads Services, EndpointSlices and NetworkPolicies, tells Services, enters pod namespaces, never privileged", async () => {
     new NodeAgent("agent", { ...args, dsr: { netnsDir: "/run/containerd/netns" } });
     await settled();
     const [clusterRole] = byType(":ClusterRole");
@@ -91,6 +91,8 @@ describe("NodeAgent", () => {
     expect(clusterRole!.rules).toEqual([
       { apiGroups: [""], resources: ["services"], verbs: ["get", "list", "watch"] },
       { apiGroups: ["discovery.k8s.io"], resources: ["endpointslices"], verbs: ["get", "list", "watch"] },
+      { apiGroups: ["networking.k8s.io"], resources: ["networkpolicies"], verbs: ["get", "list", "watch"] },
+      { apiGroups: ["", "events.k8s.io"], resources: ["events"], verbs: ["create", "patch"] },
     ]);
     const [binding] = byType(":ClusterRoleBinding");
     expect(binding!.roleRef).toMatchObject({ kind: "ClusterRole", name: "portable-lb-node-agent" });

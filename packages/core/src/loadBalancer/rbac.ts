@@ -12,6 +12,14 @@ export const LB_CLUSTER_RULES: PolicyRule[] = [
   { apiGroups: ["", "events.k8s.io"], resources: ["events"], verbs: ["create", "patch"] },
 ];
 
+/**
+ * dataPlane.mode dsr adds, cluster-wide: reading NetworkPolicies, which may keep the DSR tunnel from
+ * a Service's backends (the port is then served by SNAT, and an Event says why).
+ */
+export const LB_DSR_CLUSTER_RULES: PolicyRule[] = [
+  { apiGroups: ["networking.k8s.io"], resources: ["networkpolicies"], verbs: ["get", "list", "watch"] },
+];
+
 /** In its own namespace only: the Lease that elects the one VIP allocator. */
 export const LB_NAMESPACE_RULES: PolicyRule[] = [
   { apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["get", "create", "update"] },
@@ -34,9 +42,13 @@ export const NODE_AGENT_RULES: PolicyRule[] = [
 
 /**
  * With direct server return the node agent adds, cluster-wide: reading Services and EndpointSlices
- * (which VIPs the backend pods on its node serve).
+ * (which VIPs the backend pods on its node serve) and NetworkPolicies (which ports fall back to
+ * SNAT: the controller's own decision), and Events on Services (a host-network backend DSR cannot
+ * serve).
  */
 export const NODE_AGENT_DSR_CLUSTER_RULES: PolicyRule[] = [
   { apiGroups: [""], resources: ["services"], verbs: ["get", "list", "watch"] },
   { apiGroups: ["discovery.k8s.io"], resources: ["endpointslices"], verbs: ["get", "list", "watch"] },
+  ...LB_DSR_CLUSTER_RULES,
+  { apiGroups: ["", "events.k8s.io"], resources: ["events"], verbs: ["create", "patch"] },
 ];
