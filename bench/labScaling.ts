@@ -1,9 +1,10 @@
 // Throughput while the number of LB pods changes, on the lab (the ECMP paper's Fig. 13(b)):
 // 60 keep-alive connections from the client send requests back to back to the demo VIP while the
-// LB Deployment is scaled 3 -> 2 -> 1 -> 2 -> 3, and each second records the requests answered,
-// the LB nodes in the router's route and the connections reset (ECMP rehash, and the pods that go);
-// per leave and per join, the share of the connections it kept. Run it once per data-plane mode to
-// set SNAT and DSR side by side (the report names the mode the lab runs):
+// LB Deployment is scaled 3 -> 2 -> 1 -> 2 -> 3, then a demo backend is added and removed again;
+// each second records the requests answered, the LB nodes in the router's route and the
+// connections reset (ECMP rehash, a changed backend set, the pods that go); per change (LB leave,
+// LB join, backend added, backend removed), the share of the connections it kept. Run it once per
+// data-plane mode to set SNAT and DSR side by side (the report names the mode the lab runs):
 //
 //   npm run lab && npm run --silent lab -- outputs | npm run bench:lab-scaling -- [--step-seconds 15]
 //   PLB_LAB_MODE=snat npm run lab && npm run --silent lab -- outputs | npm run bench:lab-scaling
@@ -15,7 +16,7 @@ import { parseArgs } from "node:util";
 import { setTimeout as sleep } from "node:timers/promises";
 import { progress } from "./lib/benchSetup.ts";
 import { FibPoller } from "./lib/fibPoller.ts";
-import { dataPlaneMode, labRig } from "./lib/labRig.ts";
+import { dataPlaneMode, demoReplicas, labRig, scaleDemo, setDemoReplicas } from "./lib/labRig.ts";
 import { runLoad } from "./lib/loadClient.ts";
 import { machineInfo } from "./lib/report.ts";
 import { newRunDir, writeRunFiles } from "./lib/runFiles.ts";
@@ -24,7 +25,23 @@ const BENCH_DIR = dirname(resolve(process.argv[1]!));
 const NAMESPACE = "portable-lb-system";
 const DEPLOYMENT = "portable-lb-controller";
 const CONNECTIONS = 60;
-const STEPS = [3, 2, 1, 2, 3];
+/** One state per step: the LB pods, and the demo's backends beyond the lab's own count. */
+const STEPS = [
+  { lbPods: 3, extraBackends: 0 },
+  { lbPods: 2, extraBackends: 0 },
+  { lbPods: 1, extraBackends: 0 },
+  { lbPods: 2, extraBackends: 0 },
+  { lbPods: 3, extraBackends: 0 },
+  { lbPods: 3, extraBackends: 1 },
+  { lbPods: 3, extraBackends: 0 },
+] as const;
+type Step = (typeof STEPS)[number];
+const CHANGE_KINDS = ["leave", "join", "backend added", "backend removed"] as const;
+
+function changeKind(from: Step, to: Step): (typeof CHANGE_KINDS)[number] {
+  if (to.lbPods !== from.lbPods) return to.lbPods < from.lbPods ? "leave" : "join";
+  return to.extraBackends > from.extraBackends ? "backend added" : "backend removed";
+}
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
@@ -39,6 +56,7 @@ async function main(): Promise<void> {
   const machine = await machineInfo();
   const mode = await dataPlaneMode(rig);
   const runDir = newRunDir(values.out, "lab-scaling");
+  const backends = await demoReplicas(rig);
   const scale = (replicas: number) =>
     rig.apps.replaceNamespacedDeploymentScale({
       name: DEPLOYMENT,
@@ -51,7 +69,8 @@ async function main(): Promise<void> {
   const lbCount: number[] = [];
   const sampler = setInterval(() => lbCount.push(poller.hops.length), 1_000);
   progress(
-    `load: ${CONNECTIONS} connections for ${seconds} s; LB pods ${STEPS.join(" -> ")}, every ${step} s`,
+    `load: ${CONNECTIONS} connections for ${seconds} s; LB pods ${STEPS.map((s) => s.lbPods).join(" -> ")}, ` +
+      `then a backend added and removed; every ${step} s`,
   );
   const client = runLoad(rig.plan.client.netns, {
     urls: [`http://${rig.vip}/`],
@@ -62,16 +81,21 @@ async function main(): Promise<void> {
   /** When each step's scaling was asked for (epoch ms); the first step has none. */
   const changedAt: number[] = [];
   try {
-    for (const [i, replicas] of STEPS.entries()) {
-      if (i > 0) {
-        progress(`  t=${i * step} s: LB pods -> ${replicas}`);
+    for (const [i, state] of STEPS.entries()) {
+      const before = STEPS[i - 1];
+      if (before) {
+        progress(`  t=${i * step} s: LB pods ${state.lbPods}, backends ${backends + state.extraBackends}`);
         changedAt[i] = Date.now();
-        await scale(replicas);
+        if (state.lbPods !== before.lbPods) await scale(state.lbPods);
+        else await setDemoReplicas(rig, backends + state.extraBackends);
       }
       await sleep(step * 1000);
     }
   } finally {
     await scale(3);
+    await scaleDemo(rig, backends).catch((err: unknown) =>
+      progress(`demo: not back to ${backends}: ${String(err)}`),
+    );
   }
   const result = await client;
   clearInterval(sampler);
@@ -80,29 +104,40 @@ async function main(): Promise<void> {
     second: s,
     requests,
     lbNodes: lbCount[s] ?? lbCount.at(-1) ?? 0,
-    target: STEPS[Math.min(STEPS.length - 1, Math.floor(s / step))]!,
+    target: STEPS[Math.min(STEPS.length - 1, Math.floor(s / step))]!.lbPods,
     resets: result.failures.filter((f) => Math.floor((f.t - result.started) / 1000) === s).length,
   }));
-  const perStep = STEPS.map((target, i) => {
+  const perStep = STEPS.map((state, i) => {
     const rows = series.slice(i * step + 2, (i + 1) * step); // skip each step's first seconds of change
     return {
-      target,
+      lbPods: state.lbPods,
+      backends: backends + state.extraBackends,
       requestsPerSecond: Math.round(rows.reduce((a, r) => a + r.requests, 0) / Math.max(1, rows.length)),
     };
   });
   // Each change's share: the connections (by index: a reset one is reopened under it) that failed
   // from that change until the next one, of the CONNECTIONS open when it came.
-  const changes = STEPS.flatMap((replicas, i) => {
+  const changes = STEPS.flatMap((state, i) => {
     const at = changedAt[i];
-    if (at === undefined) return [];
+    const before = STEPS[i - 1];
+    if (at === undefined || !before) return [];
     const until = changedAt[i + 1] ?? Infinity;
-    const reset = new Set(result.failures.filter((f) => f.t >= at && f.t < until).map((f) => f.connection));
-    const kind = replicas < STEPS[i - 1]! ? "leave" : "join";
+    const failed = result.failures.filter((f) => f.t >= at && f.t < until);
+    const reset = new Set(failed.map((f) => f.connection));
+    const errors: Record<string, number> = {};
+    for (const f of failed) errors[f.code] = (errors[f.code] ?? 0) + 1;
+    const kind = changeKind(before, state);
+    const [from, to] =
+      kind === "leave" || kind === "join"
+        ? [before.lbPods, state.lbPods]
+        : [before, state].map((s) => backends + s.extraBackends);
     return [
       {
-        from: STEPS[i - 1]!,
-        to: replicas,
+        from: from!,
+        to: to!,
         kind,
+        /** What the failed requests saw (error code or message), counted. */
+        errors,
         reset: reset.size,
         keptPct: 100 - (100 * reset.size) / CONNECTIONS,
       },
@@ -112,21 +147,28 @@ async function main(): Promise<void> {
     const mine = changes.filter((c) => c.kind === kind);
     return mine.reduce((a, c) => a + c.keptPct, 0) / Math.max(1, mine.length);
   };
+  const kept = Object.fromEntries(CHANGE_KINDS.map((k) => [k, keptOf(k)]));
   const text = [
     "portable-lb on the lab: throughput while the LB count changes (cf. ECMP paper Fig. 13(b))",
     `machine: ${machine.cpus} x ${machine.cpuModel}; ${CONNECTIONS} keep-alive connections, back to back`,
     `data plane: ${mode}`,
     `requests: ${result.requests} in ${seconds} s; resets: ${result.failures.length}`,
     "",
-    "LB pods  requests/s (steady part of the step)",
-    ...perStep.map((p) => `${String(p.target).padStart(7)}  ${String(p.requestsPerSecond).padStart(10)}`),
+    "LB pods  backends  requests/s (steady part of the step)",
+    ...perStep.map(
+      (p) =>
+        `${String(p.lbPods).padStart(7)}  ${String(p.backends).padStart(8)}  ${String(p.requestsPerSecond).padStart(10)}`,
+    ),
     "",
-    "change  connections reset  kept",
+    "change                    connections reset  kept    errors",
     ...changes.map(
       (c) =>
-        `${`${c.from} -> ${c.to}`.padEnd(7)} ${String(c.reset).padStart(18)}  ${c.keptPct.toFixed(1).padStart(5)}%`,
+        `${`${c.kind} ${c.from} -> ${c.to}`.padEnd(25)} ${String(c.reset).padStart(17)}  ${c.keptPct.toFixed(1).padStart(5)}%  ` +
+        Object.entries(c.errors)
+          .map(([e, n]) => `${e} x${n}`)
+          .join(", "),
     ),
-    `kept per leave: ${keptOf("leave").toFixed(1)}%, per join: ${keptOf("join").toFixed(1)}% (target with dsr: >= 99%)`,
+    `kept per ${CHANGE_KINDS.map((k) => `${k}: ${kept[k]!.toFixed(1)}%`).join(", ")} (targets with dsr: >= 99% but for a backend removed)`,
   ].join("\n");
   await writeRunFiles(runDir, {
     report: text,
@@ -136,8 +178,7 @@ async function main(): Promise<void> {
       step,
       perStep,
       changes,
-      keptPerLeavePct: keptOf("leave"),
-      keptPerJoinPct: keptOf("join"),
+      keptPct: kept,
       requests: result.requests,
       resets: result.failures.length,
     },
@@ -149,7 +190,7 @@ async function main(): Promise<void> {
     chart: {
       name: "throughput",
       spec: {
-        title: "Lab: requests/s while the LB pods go 3 -> 2 -> 1 -> 2 -> 3 (cf. ECMP paper Fig. 13(b))",
+        title: "Lab: requests/s while the LB pods go 3 -> 2 -> 1 -> 2 -> 3, a backend comes and goes",
         width: 640,
         height: 300,
         data: { values: series },

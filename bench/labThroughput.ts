@@ -21,23 +21,15 @@
 import { existsSync, globSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import {
-  DEMO_PORT,
-  instancesRoot,
-  labNamespace,
-  type ProcessRecord,
-  stopRecorded,
-  waitUntil,
-} from "@portable-lb/lab";
+import { DEMO_PORT, instancesRoot, labNamespace, type ProcessRecord, stopRecorded } from "@portable-lb/lab";
 import { busyDuring } from "./lib/busyCpu.ts";
 import { progress } from "./lib/benchSetup.ts";
-import { dataPlaneMode, labRig, type LabRig } from "./lib/labRig.ts";
+import { dataPlaneMode, demoReplicas, labRig, scaleDemo, type LabRig } from "./lib/labRig.ts";
 import { runLoad } from "./lib/loadClient.ts";
 import { machineInfo } from "./lib/report.ts";
 import { newRunDir, writeRunFiles } from "./lib/runFiles.ts";
 
 const BENCH_DIR = dirname(resolve(process.argv[1]!));
-const DEMO = { namespace: "demo", name: "demo" };
 const BACKEND_PORT = DEMO_PORT;
 const NGINX_PORT = 8081;
 const CONNECTIONS = 32;
@@ -49,33 +41,6 @@ function nginxBinary(): string {
   if (!found[0])
     throw new Error("nginx is not in the tool cache: run scripts/bootstrap.sh (scripts/bootstrap/nginx.sh)");
   return found[0];
-}
-
-/** The demo pods' addresses once exactly `n` run and are ready. */
-async function scaleBackends(rig: LabRig, n: number): Promise<string[]> {
-  await rig.apps.replaceNamespacedDeploymentScale({
-    ...DEMO,
-    body: { metadata: { ...DEMO }, spec: { replicas: n } },
-  });
-  let ips: string[] = [];
-  const ok = await waitUntil(
-    async () => {
-      const pods = (
-        await rig.core.listNamespacedPod({ namespace: DEMO.namespace, labelSelector: `app=${DEMO.name}` })
-      ).items;
-      const ready = pods.filter(
-        (p) =>
-          !p.metadata?.deletionTimestamp &&
-          p.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True"),
-      );
-      ips = ready.map((p) => p.status!.podIP!).sort();
-      return ready.length === n && pods.length === n;
-    },
-    180_000,
-    500,
-  );
-  if (!ok) throw new Error(`demo: ${n} ready pods not reached in 180 s (have ${ips.join(", ")})`);
-  return ips;
 }
 
 function nginxConfig(dir: string, backends: string[]): string {
@@ -141,7 +106,7 @@ async function main(): Promise<void> {
     ip: n.status!.addresses!.find((a) => a.type === "InternalIP")!.address,
     podCidr: n.spec!.podCIDR!,
   }));
-  const original = (await rig.apps.readNamespacedDeploymentScale(DEMO)).spec!.replicas!;
+  const original = await demoReplicas(rig);
   const nginxDir = join(runDir, "nginx");
   const results: { mode: Mode; backends: number; rps: number; failures: number; cpuMsPerRequest: number }[] =
     [];
@@ -149,7 +114,7 @@ async function main(): Promise<void> {
   try {
     for (const n of nodes) await router.route(n.podCidr, n.ip);
     for (const count of counts) {
-      const ips = await scaleBackends(rig, count);
+      const ips = await scaleDemo(rig, count);
       progress(`${count} backend pod(s): ${ips.join(", ")}`);
       mkdirSync(nginxDir, { recursive: true });
       writeFileSync(join(nginxDir, "nginx.conf"), nginxConfig(nginxDir, ips));
@@ -177,7 +142,7 @@ async function main(): Promise<void> {
   } finally {
     if (nginxProc) await stopRecorded(nginxProc, 5_000);
     for (const n of nodes) await router.ip("route", "del", n.podCidr).catch(() => undefined);
-    await scaleBackends(rig, original).catch((err: unknown) =>
+    await scaleDemo(rig, original).catch((err: unknown) =>
       progress(`demo: not back to ${original}: ${String(err)}`),
     );
     if (existsSync(nginxDir)) rmSync(nginxDir, { recursive: true, force: true });

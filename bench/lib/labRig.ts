@@ -2,7 +2,7 @@
 // on stdin (`npm run --silent lab -- outputs | node bench/lab….ts`), with an API client.
 import { text } from "node:stream/consumers";
 import { AppsV1Api, CoreV1Api, KubeConfig } from "@kubernetes/client-node";
-import type { LabPlan } from "@portable-lb/lab";
+import { type LabPlan, waitUntil } from "@portable-lb/lab";
 
 export interface LabRig {
   plan: LabPlan;
@@ -40,4 +40,43 @@ export async function dataPlaneMode(rig: LabRig): Promise<string> {
   });
   const config = JSON.parse(cm.data?.["config.json"] ?? "{}") as { dataPlane?: { mode?: string } };
   return config.dataPlane?.mode ?? "unknown";
+}
+
+const DEMO = { namespace: "demo", name: "demo" };
+
+/** How many demo pods (the lab's backends) the Deployment asks for. */
+export async function demoReplicas(rig: LabRig): Promise<number> {
+  return (await rig.apps.readNamespacedDeploymentScale(DEMO)).spec!.replicas!;
+}
+
+/** Asks for `n` demo pods, without waiting for them. */
+export async function setDemoReplicas(rig: LabRig, n: number): Promise<void> {
+  await rig.apps.replaceNamespacedDeploymentScale({
+    ...DEMO,
+    body: { metadata: { ...DEMO }, spec: { replicas: n } },
+  });
+}
+
+/** Scales the demo Deployment; resolves with the pods' addresses once exactly `n` run and are ready. */
+export async function scaleDemo(rig: LabRig, n: number): Promise<string[]> {
+  await setDemoReplicas(rig, n);
+  let ips: string[] = [];
+  const ok = await waitUntil(
+    async () => {
+      const pods = (
+        await rig.core.listNamespacedPod({ namespace: DEMO.namespace, labelSelector: `app=${DEMO.name}` })
+      ).items;
+      const ready = pods.filter(
+        (p) =>
+          !p.metadata?.deletionTimestamp &&
+          p.status?.conditions?.some((c) => c.type === "Ready" && c.status === "True"),
+      );
+      ips = ready.map((p) => p.status!.podIP!).sort();
+      return ready.length === n && pods.length === n;
+    },
+    180_000,
+    500,
+  );
+  if (!ok) throw new Error(`demo: ${n} ready pods not reached in 180 s (have ${ips.join(", ")})`);
+  return ips;
 }
