@@ -5,6 +5,7 @@
 // controller rendered, the speaker's probe and preStop, the node agent; then the image pushed to a
 // registry on the namespace's loopback and imported into a containerd of the test's.
 // lb-image/src/image.test.ts checks the build definition.
+import { setTimeout as sleep } from "node:timers/promises";
 import { CoreV1Api, type V1Container, type V1PodSpec } from "@kubernetes/client-node";
 import { LB_COMMANDS, LB_PATHS, lbConfigSchema } from "@portable-lb/core/config";
 import { NFT_TABLE } from "../../lb-image/src/dataplane/nft/nftState.ts";
@@ -45,7 +46,9 @@ const config = lbConfigSchema.parse({
   podCidr: "10.244.0.0/16",
   vipPools: [{ name: "web", cidr: "10.1.3.0/24", avoidBuggyIps: true }],
   bgp: { asn: 64512, routeReflectors: ["10.0.0.5"] },
-  dataPlane: { engine: "nftables" },
+  // DSR: its tunnels are made and read back by the image's own `ip`, which prints what the host's
+  // does not (no /etc/protocols in the image).
+  dataPlane: { engine: "nftables", mode: "dsr" },
 });
 const lbSpec = lbPodSpec({
   config,
@@ -239,7 +242,9 @@ describe("the LB image under runc, as the pod specs say", () => {
     );
     // It serves a Service of its class: allocates the VIP through the API and programs it into
     // the pod's nftables (NET_ADMIN in the pod's network namespace).
-    await createLbService(testKubeConfig(), NS, "web", config.loadBalancerClass, [{ ip: "10.244.0.11" }]);
+    await createLbService(testKubeConfig(), NS, "web", config.loadBalancerClass, [{ ip: "10.244.0.11" }], {
+      port: 8080,
+    });
     const vip = async () =>
       (await core.readNamespacedServiceStatus({ name: "web", namespace: NS })).status?.loadBalancer
         ?.ingress?.[0]?.ip;
@@ -248,6 +253,20 @@ describe("the LB image under runc, as the pod specs say", () => {
       (await ns.exec("nft", ["list", "table", "ip", NFT_TABLE])).stdout.includes(VIP);
     expect(await waitUntil(programmed, 30_000, 250)).toBe(true);
     expect((await get(config.ports.metrics, "/metrics")).body).toContain("portable_lb_");
+    // The backend's tunnel is in place, and what the controller reads back of it stays as it made
+    // it: no drift found over several cheap checks (each runs every ~0.5 s).
+    const tunnelRules = async () => (await ns.exec("ip", ["rule", "show"])).stdout;
+    expect(await waitUntil(async () => /dport 4789 goto 32000/.test(await tunnelRules()), 30_000, 250)).toBe(
+      true,
+    );
+    const driftFound = async () =>
+      (await get(config.ports.metrics, "/metrics")).body
+        .split("\n")
+        .filter((l) => l.startsWith("portable_lb_drift_found_total"))
+        .reduce((n, l) => n + Number(l.split(" ").pop()), 0);
+    const before = await driftFound();
+    await sleep(4_000);
+    expect(await driftFound()).toBe(before);
     expect(await waitUntil(() => existsSync(join(volumes["bird-run"], "bird.conf")), 30_000, 250)).toBe(true);
 
     const speaker = await run(lbSpec, "bgp-speaker", volumes);

@@ -144,7 +144,8 @@ const neighSchema = z.array(
 const ruleSchema = z.array(
   z.object({
     priority: z.number(),
-    // A name where /etc/protocols has it (the host), else the number (the LB image).
+    // "udp" where /etc/protocols names it (the host); "ipproto-17" without one (iproute2 6.1 in
+    // the LB image), or a plain number (other versions).
     ipproto: z.union([z.string(), z.number()]).transform(String).optional(),
     dport: z.number().optional(),
     fwmark: z.string().optional(),
@@ -155,6 +156,8 @@ const ruleSchema = z.array(
 );
 // An encap route prints "dst" twice (the prefix, then the tunnel's); JSON.parse keeps the last.
 const routeSchema = z.array(z.object({ dst: z.string(), table: z.string(), encap: z.string().optional() }));
+
+const isUdp = (ipproto: string | undefined) => ipproto === "udp" || /^(ipproto-)?17$/.test(ipproto ?? "");
 
 /** Parses the four listings into the state of ours (tests feed captured text). */
 export function parseTunnelState(listings: {
@@ -183,7 +186,7 @@ export function parseTunnelState(listings: {
       .filter((r) => r.protocol === String(DSR_PROTO))
       .map((r) => ({
         pref: r.priority,
-        ...((r.ipproto === "udp" || r.ipproto === "17") && r.dport !== undefined && { udpDport: r.dport }),
+        ...(isUdp(r.ipproto) && r.dport !== undefined && { udpDport: r.dport }),
         ...(r.fwmark !== undefined && { fwmark: Number(r.fwmark) }),
         ...(r.table !== undefined && { table: r.table }),
         ...(r.goto !== undefined && { goto: r.goto }),
