@@ -1,10 +1,12 @@
 // Throughput while the number of LB pods changes, on the lab (the ECMP paper's Fig. 13(b)):
-// 60 keep-alive connections from the client send requests back to back to the demo VIP while the
-// LB Deployment is scaled 3 -> 2 -> 1 -> 2 -> 3, then a demo backend is added and removed again;
-// each second records the requests answered, the LB nodes in the router's route and the
-// connections reset (ECMP rehash, a changed backend set, the pods that go); per change (LB leave,
-// LB join, backend added, backend removed), the share of the connections it kept. Run it once per
-// data-plane mode to set SNAT and DSR side by side (the report names the mode the lab runs):
+// 60 connections from the client send requests back to back to the demo VIP while the LB
+// Deployment is scaled 3 -> 2 -> 1 -> 2 -> 3, then a demo backend is added and removed again;
+// each second records the requests answered, the LB nodes in the router's route and the requests
+// that failed. Beside that load, 60 long-lived connections (each sends its request over 5 s, so
+// every one is open when a change comes: the demo's busybox httpd closes a connection after one
+// answer) give per change (LB leave, LB join, backend added, backend removed) the share of the
+// open connections it kept. Run it once per data-plane mode to set SNAT and DSR side by side (the
+// report names the mode the lab runs):
 //
 //   npm run lab && npm run --silent lab -- outputs | npm run bench:lab-scaling -- [--step-seconds 15]
 //   PLB_LAB_MODE=snat npm run lab && npm run --silent lab -- outputs | npm run bench:lab-scaling
@@ -17,7 +19,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { progress } from "./lib/benchSetup.ts";
 import { FibPoller } from "./lib/fibPoller.ts";
 import { dataPlaneMode, demoReplicas, labRig, scaleDemo, setDemoReplicas } from "./lib/labRig.ts";
-import { runLoad } from "./lib/loadClient.ts";
+import { type LoadResult, runLoad } from "./lib/loadClient.ts";
 import { machineInfo } from "./lib/report.ts";
 import { newRunDir, writeRunFiles } from "./lib/runFiles.ts";
 
@@ -25,6 +27,8 @@ const BENCH_DIR = dirname(resolve(process.argv[1]!));
 const NAMESPACE = "portable-lb-system";
 const DEPLOYMENT = "portable-lb-controller";
 const CONNECTIONS = 60;
+/** The long-lived connections: each request's header is sent over this long. */
+const LONG_LIVED_MS = 5_000;
 /** One state per step: the LB pods, and the demo's backends beyond the lab's own count. */
 const STEPS = [
   { lbPods: 3, extraBackends: 0 },
@@ -72,12 +76,16 @@ async function main(): Promise<void> {
     `load: ${CONNECTIONS} connections for ${seconds} s; LB pods ${STEPS.map((s) => s.lbPods).join(" -> ")}, ` +
       `then a backend added and removed; every ${step} s`,
   );
-  const client = runLoad(rig.plan.client.netns, {
-    urls: [`http://${rig.vip}/`],
-    connections: CONNECTIONS,
-    seconds,
-    intervalMs: 0,
-  });
+  const load = (trickleMs?: number) =>
+    runLoad(rig.plan.client.netns, {
+      urls: [`http://${rig.vip}/`],
+      connections: CONNECTIONS,
+      seconds,
+      intervalMs: 0,
+      trickleMs,
+    });
+  const client = load();
+  const longLivedClient = load(LONG_LIVED_MS);
   /** When each step's scaling was asked for (epoch ms); the first step has none. */
   const changedAt: number[] = [];
   try {
@@ -97,7 +105,7 @@ async function main(): Promise<void> {
       progress(`demo: not back to ${backends}: ${String(err)}`),
     );
   }
-  const result = await client;
+  const [result, longLived] = await Promise.all([client, longLivedClient]);
   clearInterval(sampler);
   poller.stop();
   const series = result.perSecond.map((requests, s) => ({
@@ -115,17 +123,19 @@ async function main(): Promise<void> {
       requestsPerSecond: Math.round(rows.reduce((a, r) => a + r.requests, 0) / Math.max(1, rows.length)),
     };
   });
-  // Each change's share: the connections (by index: a reset one is reopened under it) that failed
-  // from that change until the next one, of the CONNECTIONS open when it came.
+  // Each change's share: the long-lived connections (by index: a failed one is reopened under it)
+  // that failed from that change until the next one, of the CONNECTIONS open when it came; and the
+  // back-to-back load's failed requests.
   const changes = STEPS.flatMap((state, i) => {
     const at = changedAt[i];
     const before = STEPS[i - 1];
     if (at === undefined || !before) return [];
     const until = changedAt[i + 1] ?? Infinity;
-    const failed = result.failures.filter((f) => f.t >= at && f.t < until);
+    const within = (r: LoadResult) => r.failures.filter((f) => f.t >= at && f.t < until);
+    const failed = within(longLived);
     const reset = new Set(failed.map((f) => f.connection));
     const errors: Record<string, number> = {};
-    for (const f of failed) errors[f.code] = (errors[f.code] ?? 0) + 1;
+    for (const f of [...failed, ...within(result)]) errors[f.code] = (errors[f.code] ?? 0) + 1;
     const kind = changeKind(before, state);
     const [from, to] =
       kind === "leave" || kind === "join"
@@ -136,9 +146,10 @@ async function main(): Promise<void> {
         from: from!,
         to: to!,
         kind,
-        /** What the failed requests saw (error code or message), counted. */
+        /** What the failed requests of both loads saw (error code or message), counted. */
         errors,
         reset: reset.size,
+        requestsFailed: within(result).length,
         keptPct: 100 - (100 * reset.size) / CONNECTIONS,
       },
     ];
@@ -150,9 +161,11 @@ async function main(): Promise<void> {
   const kept = Object.fromEntries(CHANGE_KINDS.map((k) => [k, keptOf(k)]));
   const text = [
     "portable-lb on the lab: throughput while the LB count changes (cf. ECMP paper Fig. 13(b))",
-    `machine: ${machine.cpus} x ${machine.cpuModel}; ${CONNECTIONS} keep-alive connections, back to back`,
+    `machine: ${machine.cpus} x ${machine.cpuModel}; ${CONNECTIONS} connections back to back, ` +
+      `${CONNECTIONS} long-lived (${LONG_LIVED_MS / 1000} s each)`,
     `data plane: ${mode}`,
-    `requests: ${result.requests} in ${seconds} s; resets: ${result.failures.length}`,
+    `requests: ${result.requests} in ${seconds} s, ${result.failures.length} failed; ` +
+      `long-lived connections: ${longLived.requests}, ${longLived.failures.length} failed`,
     "",
     "LB pods  backends  requests/s (steady part of the step)",
     ...perStep.map(
@@ -160,10 +173,11 @@ async function main(): Promise<void> {
         `${String(p.lbPods).padStart(7)}  ${String(p.backends).padStart(8)}  ${String(p.requestsPerSecond).padStart(10)}`,
     ),
     "",
-    "change                    connections reset  kept    errors",
+    "change                    long-lived failed  kept    requests failed  errors",
     ...changes.map(
       (c) =>
         `${`${c.kind} ${c.from} -> ${c.to}`.padEnd(25)} ${String(c.reset).padStart(17)}  ${c.keptPct.toFixed(1).padStart(5)}%  ` +
+        `${String(c.requestsFailed).padStart(15)}  ` +
         Object.entries(c.errors)
           .map(([e, n]) => `${e} x${n}`)
           .join(", "),
@@ -180,7 +194,9 @@ async function main(): Promise<void> {
       changes,
       keptPct: kept,
       requests: result.requests,
-      resets: result.failures.length,
+      requestsFailed: result.failures.length,
+      longLivedConnections: longLived.requests,
+      longLivedFailed: longLived.failures.length,
     },
     csv: {
       name: "series.csv",

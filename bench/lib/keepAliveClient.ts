@@ -4,10 +4,15 @@
 // back, for throughput); a request that fails ends that connection (the agent opens a new one).
 // With --fresh every request opens a connection of its own (new source port), so an ECMP change
 // can cost at most the requests in flight (the fault tests), not every moved keep-alive connection.
+// With --trickle-ms every request is a connection of its own that sends its header a line at a time
+// over that long before the server answers: a connection that lives that long whatever the server
+// (the lab's busybox httpd closes every connection after one answer), so an LB change finds every
+// connection open and a moved one fails if the change breaks it (the kept-connection benchmarks).
 // Prints one JSON line at the end (after --seconds, or at once on SIGTERM): its start (epoch ms),
 // requests, requests answered in each second, connections opened, and every failure with its time
 // (epoch ms), error code and connection (0 to --connections - 1).
 import { Agent, request } from "node:http";
+import { connect } from "node:net";
 import { parseArgs } from "node:util";
 import { setTimeout as sleep } from "node:timers/promises";
 
@@ -19,11 +24,17 @@ const { values } = parseArgs({
     "interval-ms": { type: "string", default: "50" },
     seconds: { type: "string", default: "60" },
     fresh: { type: "boolean", default: false },
+    "trickle-ms": { type: "string", default: "0" },
   },
 });
 if (!values.url?.length) throw new Error("--url is required");
 const urls = values.url.map((u) => new URL(u));
 const intervalMs = Number(values["interval-ms"]);
+const trickleMs = Number(values["trickle-ms"]);
+/** Between two lines of a trickled header. */
+const TRICKLE_LINE_MS = 250;
+/** No byte from the server for this long fails a request. */
+const IDLE_TIMEOUT_MS = 2_000;
 const started = Date.now();
 let deadline = started + Number(values.seconds) * 1000;
 // The caller is done early (its events are over): end every connection after its current request.
@@ -55,6 +66,46 @@ function get(agent: Agent, url: URL): Promise<void> {
   });
 }
 
+/** One HTTP/1.0 request on a connection of its own, its header sent over `trickleMs`. */
+function getTrickled(url: URL): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: url.hostname, port: Number(url.port || 80) });
+    opened++;
+    let answer = "";
+    let timer: NodeJS.Timeout | undefined;
+    const fail = (err: Error) => {
+      clearTimeout(timer);
+      socket.destroy();
+      reject(err);
+    };
+    socket.setTimeout(IDLE_TIMEOUT_MS, () =>
+      fail(Object.assign(new Error("timeout"), { code: "ETIMEDOUT" })),
+    );
+    socket.on("error", fail);
+    socket.on("data", (chunk: Buffer) => (answer += chunk.toString("latin1")));
+    socket.on("end", () => {
+      const status = /^HTTP\/1\.\d (\d{3})/.exec(answer)?.[1];
+      if (status === "200") resolve();
+      else
+        fail(
+          Object.assign(new Error(`answer: ${answer.slice(0, 40)}`), { code: `HTTP ${status ?? "none"}` }),
+        );
+    });
+    socket.on("connect", () => {
+      socket.write(`GET ${url.pathname} HTTP/1.0\r\nHost: ${url.host}\r\n`);
+      const lines = Math.max(0, Math.floor(trickleMs / TRICKLE_LINE_MS));
+      let sent = 0;
+      const next = () => {
+        if (sent++ < lines) {
+          socket.write(`X-Trickle: ${sent}\r\n`);
+          timer = setTimeout(next, TRICKLE_LINE_MS);
+        } else socket.write("\r\n");
+      };
+      timer = setTimeout(next, TRICKLE_LINE_MS);
+    });
+  });
+}
+
 const newAgent = () => new Agent({ keepAlive: !values.fresh, maxSockets: 1 });
 
 async function connection(index: number, url: URL): Promise<void> {
@@ -62,7 +113,7 @@ async function connection(index: number, url: URL): Promise<void> {
   while (Date.now() < deadline) {
     const sent = Date.now();
     try {
-      await get(agent, url);
+      await (trickleMs > 0 ? getTrickled(url) : get(agent, url));
       requests++;
       const second = Math.floor((Date.now() - started) / 1000);
       if (second < perSecond.length) perSecond[second]!++;

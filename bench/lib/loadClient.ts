@@ -12,6 +12,8 @@ export interface LoadOptions {
   intervalMs: number;
   /** A new connection for every request (see keepAliveClient.ts). */
   fresh?: boolean;
+  /** Each request a connection of its own, its header sent over this long (see keepAliveClient.ts). */
+  trickleMs?: number;
   /** Ends the run before `seconds` (what was measured so far is still returned). */
   stop?: AbortSignal;
 }
@@ -37,6 +39,7 @@ export async function runLoad(netns: string, o: LoadOptions): Promise<LoadResult
       ...["--connections", String(o.connections), "--interval-ms", String(o.intervalMs)],
       ...["--seconds", String(o.seconds)],
       ...(o.fresh ? ["--fresh"] : []),
+      ...(o.trickleMs ? ["--trickle-ms", String(o.trickleMs)] : []),
     ],
     { timeoutMs: (o.seconds + 60) * 1000, signal: o.stop },
   );
