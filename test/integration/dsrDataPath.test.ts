@@ -155,7 +155,7 @@ describe("DSR through two LB pods", () => {
     expect(Object.keys(byName.counts).sort()).toEqual(["p1", "p2", "p3"]);
   }, 60_000);
 
-  it("keeps a remembered flow on its backend while it has a tunnel, and passes over it once it has not", async () => {
+  it("starts a new connection by the Maglev table whatever the flow table remembers of its port", async () => {
     // The backends now: p1, p2, p3. Client ports below the ephemeral range, unused so far.
     const url = `http://${VIP}:${PORT}/`;
     const ask = async (port: number) => {
@@ -171,12 +171,16 @@ describe("DSR through two LB pods", () => {
       for (const lb of lbs.values())
         await lb.run("nft", ["add", "element", "ip", "portable_lb", "flows_tcp", `{ ${elements} }`]);
     };
-    // Entries as earlier flows on these client ports left them, all to p1: they hold.
-    const kept = Array.from({ length: 20 }, (_, i) => 20_000 + i);
-    await remember(kept, PODS.p1);
-    expect(await Promise.all(kept.map(ask))).toEqual(kept.map(() => "p1"));
-    // Entries to a backend that has left (no tunnel, no rule for its mark): the flows take the
-    // Maglev table's backends, never this LB pod's own stack (which would refuse them).
+    // Entries as earlier connections on these client ports left them, all to p1 (a live backend):
+    // a SYN passes over them, so each new connection takes the backend every LB pod's Maglev table
+    // gives it (an LB pod it moves to mid-flight picks the same one), not p1 alone.
+    const reused = Array.from({ length: 20 }, (_, i) => 20_000 + i);
+    await remember(reused, PODS.p1);
+    const picked = await Promise.all(reused.map(ask));
+    expect(picked.filter((b) => !["p1", "p2", "p3"].includes(b))).toEqual([]);
+    expect(new Set(picked).size).toBe(3);
+    // Entries to a backend that has left (no tunnel, no rule for its mark): the new connections
+    // take the Maglev table's backends, never this LB pod's own stack (which would refuse them).
     const stale = Array.from({ length: 30 }, (_, i) => 20_100 + i);
     await remember(stale, "10.244.1.99");
     const answers = await Promise.all(stale.map(ask));

@@ -50,6 +50,8 @@ const TABLE = `table ip portable_lb { # handle 2
 
 	chain dsr { # handle 23
 		type filter hook prerouting priority -300; policy accept;
+		tcp flags 0x2 / 0x2,0x10 delete @flows_tcp { ip saddr . tcp sport . ip daddr . tcp dport : meta mark } # handle 40
+		tcp flags 0x1,0x4 meta mark set ip saddr . tcp sport . ip daddr . tcp dport map @flows_tcp fib daddr . mark oifname "plb-dsr" notrack delete @flows_tcp { ip saddr . tcp sport . ip daddr . tcp dport : meta mark } accept # handle 41
 		meta mark set ip saddr . tcp sport . ip daddr . tcp dport map @flows_tcp fib daddr . mark oifname "plb-dsr" notrack update @flows_tcp { ip saddr . tcp sport . ip daddr . tcp dport : meta mark } accept # handle 24
 		meta mark set ip saddr . udp sport . ip daddr . udp dport map @flows_udp fib daddr . mark oifname "plb-dsr" notrack update @flows_udp { ip saddr . udp sport . ip daddr . udp dport : meta mark } accept # handle 25
 		ip daddr . meta l4proto . th dport vmap @dsr_services # handle 26
@@ -120,7 +122,7 @@ describe("nft strict reader", () => {
         ["prerouting", [3]],
         ["output", [5]],
         ["postrouting", [7]],
-        ["dsr", [24, 25, 26]],
+        ["dsr", [40, 41, 24, 25, 26]],
         ["svc_tcp_0a000001_80", [10]],
         ["svc_tcp_0a000003_443", [28]],
         ["svc_udp_0a000002_53", [12]],
@@ -153,7 +155,7 @@ describe("nft strict reader", () => {
   it.each([
     [
       "a flushed table (no rules at all)",
-      TABLE.replace(/\n\t\t[^\n]*# handle (3|5|7|10|12|24|25|26|28)/g, ""),
+      TABLE.replace(/\n\t\t[^\n]*# handle (3|5|7|10|12|24|25|26|28|40|41)/g, ""),
       [
         ["base", true],
         ["base", true],

@@ -37,8 +37,28 @@ const flowUpdate = (p: keyof typeof PROTOCOL_NUMBERS, key: string) =>
  * folded into the key's `tcp sport`.
  */
 const flowHit = (p: keyof typeof PROTOCOL_NUMBERS, key: string, written: boolean) =>
-  `${written ? `meta l4proto ${p} ` : ""}meta mark set ${key} map @flows_${p} ` +
-  `fib daddr . mark oifname "${DSR_LB_DEVICE}" notrack ${flowUpdate(p, key)} accept`;
+  `${written ? `meta l4proto ${p} ` : ""}${flowLookup(p, key)} ${flowUpdate(p, key)} accept`;
+const flowLookup = (p: keyof typeof PROTOCOL_NUMBERS, key: string) =>
+  `meta mark set ${key} map @flows_${p} fib daddr . mark oifname "${DSR_LB_DEVICE}" notrack`;
+// A map element is deleted by its key; nft's grammar for a map wants the data too, and ignores it.
+const flowDelete = (key: string) => `delete @flows_tcp { ${key} : meta mark }`;
+/**
+ * A TCP flow's entry lives as long as its connection, as far as this pod sees it: a SYN never
+ * follows an entry (a client reusing a port within the timeout starts a new connection, which must
+ * take the Maglev table's backend as on every other LB pod: one that moves to another LB pod
+ * mid-flight is otherwise reset there), and the client's FIN or RST goes where its entry says, then
+ * ends it, so that no other LB pod keeps a finished connection's backend for a reused port.
+ */
+const TCP_FLOW_ENDS = [
+  {
+    rule: `tcp flags & (syn | ack) == syn ${flowDelete(flowKey("th"))}`,
+    listed: `tcp flags 0x2 / 0x2,0x10 ${flowDelete(flowKey("tcp"))}`,
+  },
+  {
+    rule: `tcp flags & (fin | rst) != 0 ${flowLookup("tcp", flowKey("th"))} ${flowDelete(flowKey("th"))} accept`,
+    listed: `tcp flags 0x1,0x4 ${flowLookup("tcp", flowKey("tcp"))} ${flowDelete(flowKey("tcp"))} accept`,
+  },
+];
 
 /**
  * The table's frame: its base chains and their rules, as written and as `nft -n list` prints them
@@ -77,6 +97,7 @@ export const BASE_CHAINS = [
     hook: "prerouting",
     priority: -300,
     rules: [
+      ...TCP_FLOW_ENDS,
       ...(["tcp", "udp"] as const).map((p) => ({
         rule: flowHit(p, flowKey("th"), true),
         listed: flowHit(p, flowKey(p), false),
