@@ -233,11 +233,11 @@ async function resetRun(
 ): Promise<{
   requests: number;
   connections: number;
-  events: { kind: "leave" | "join"; at: number; resets: number }[];
+  events: { kind: "leave" | "join"; at: number; resets: number; errors: Record<string, number> }[];
 }> {
   const CONNECTIONS = 60;
   const lb = b.pods.get(3)!;
-  const events: { kind: "leave" | "join"; at: number; resets: number }[] = [];
+  const events: { kind: "leave" | "join"; at: number; resets: number; errors: Record<string, number> }[] = [];
   let requests = 0;
   /** Opens the connections, lets them settle, runs the event, and counts the connections it reset. */
   const underLoad = async (kind: "leave" | "join", event: () => Promise<unknown>) => {
@@ -256,8 +256,12 @@ async function resetRun(
     done.abort();
     const result = await client;
     requests += result.requests;
-    const reset = new Set(result.failures.filter((f) => f.t >= at).map((f) => f.connection));
-    events.push({ kind, at, resets: reset.size });
+    const failed = result.failures.filter((f) => f.t >= at);
+    const reset = new Set(failed.map((f) => f.connection));
+    // What the client saw, counted: who ended the connections.
+    const errors: Record<string, number> = {};
+    for (const f of failed) errors[f.code] = (errors[f.code] ?? 0) + 1;
+    events.push({ kind, at, resets: reset.size, errors });
   };
   for (let i = 0; i < resets; i++) {
     progress(`  resets: leave and join ${i + 1}/${resets}`);
@@ -366,7 +370,14 @@ function report(
       const es = resets.events.filter((e) => e.kind === kind);
       const total = es.reduce((n, e) => n + e.resets, 0);
       const kept = 100 - (100 * total) / (es.length * resets.connections);
-      return `${kind}: ${total} resets over ${es.length} events: ${kept.toFixed(1)}% of the ${resets.connections} connections kept per event (target with dsr: >= 99%)`;
+      const errors: Record<string, number> = {};
+      for (const [code, n] of es.flatMap((e) => Object.entries(e.errors)))
+        errors[code] = (errors[code] ?? 0) + n;
+      const seen = Object.entries(errors).map(([code, n]) => `${code} x${n}`);
+      return (
+        `${kind}: ${total} resets over ${es.length} events: ${kept.toFixed(1)}% of the ${resets.connections} ` +
+        `connections kept per event (target with dsr: >= 99%)${seen.length ? `; errors: ${seen.join(", ")}` : ""}`
+      );
     };
     lines.push(
       "",
