@@ -287,11 +287,17 @@ describe("DSR backend side in network namespaces", () => {
     expectClean(await agent.apply([svc(VIP2, [POD_B])], NODE));
     expect(await podState(podA)).toEqual({ device: undefined, vips: [], rpFilterAll: "1" });
     expect((await podState(podB)).device).toBeDefined();
-    // No DSR backend left on the node: no table; a restarted agent cleans up what it finds too.
+    // No DSR VIP left: no table; a restarted agent cleans up what it finds too.
     expectClean(await applier().apply([], NODE));
     expect(await podState(podB)).toEqual({ device: undefined, vips: [], rpFilterAll: "1" });
     expect(await nodeTable()).toBeUndefined();
     expect((await ask(VIP2)).error).toBeDefined();
+    // A DSR VIP without a backend here (as on an LB's node): untracked, nothing clamped; adopted.
+    expect((await applier().apply([svc(VIP2, [])], NODE)).changes).toBe(1);
+    expect(await nodeTable()).toEqual({ vips: [VIP2] });
+    expect((await applier().apply([svc(VIP2, [])], NODE)).changes).toBe(0);
+    expectClean(await applier().apply([], NODE));
+    expect(await nodeTable()).toBeUndefined();
   });
 
   it("is run by the node agent: state left for a Service that is gone is removed", async () => {

@@ -5,24 +5,31 @@
 // an LB has seen keeps its backend). The backend side is the node agent's DSR applier, run as the
 // agent runs it, on a node that is strict about reverse paths and drops conntrack-INVALID packets
 // in FORWARD (as kube-proxy does): it prepares the pods (decap device, VIP on lo, rp_filter) and the
-// node (notrack for the VIP's replies, rp_filter, MSS clamp).
+// node (notrack for the VIP's replies, rp_filter, MSS clamp). Each LB pod runs on a node of its own,
+// as strict, which routes the VIP to it (the node agent's pool route) and sees only the client's
+// side of each flow: its agent untracks the traffic to the VIP, or kube-proxy's drop cuts flows
+// that move between LBs.
 //
-//   client ── router ══ fabric ══ lb1, lb2, node ══ cni0 ══ p1, p2, p3
+//   client ── router ══ fabric ══ node ══ cni0 ══ p1, p2, p3
+//                              ╚═ lbnode1 ══ cni0 ══ lb1;  lbnode2 ══ cni0 ══ lb2
 import { join } from "node:path";
 import { NetnsLab, waitUntil, type LabNamespace } from "@portable-lb/lab";
 import { NftEngine } from "../../lb-image/src/dataplane/nft/nftEngine.ts";
 import { backendMark } from "../../lb-image/src/dataplane/dsr/dsrTunnel.ts";
 import type { VirtualService } from "../../lb-image/src/dataplane/model.ts";
 import type { DsrApplier } from "../../lb-image/src/nodeAgent/dsr/dsrApplier.ts";
-import { DSR_NODE_TABLE } from "../../lb-image/src/nodeAgent/dsr/nodeDsrTable.ts";
-import { DsrBackendNode } from "../harness/netns/dsrBackendNode.ts";
+import { DSR_NODE_TABLE, parseNodeTable } from "../../lb-image/src/nodeAgent/dsr/nodeDsrTable.ts";
+import { DsrBackendNode, KUBE_PROXY_LIKE } from "../harness/netns/dsrBackendNode.ts";
+import { ruleCounters } from "../harness/netns/nftCounters.ts";
 import { httpHistogram, startHttpEcho } from "../harness/netns/httpClient.ts";
 import { repoRoot } from "../harness/repoRoot.ts";
 
 const VIP = "10.1.1.10";
 const PORT = 8080;
 const PODS = { p1: "10.244.1.2", p2: "10.244.1.3", p3: "10.244.1.4" } as const;
-const LBS = { lb1: "10.9.0.11", lb2: "10.9.0.12" } as const;
+/** The LB pods, each on its node's pod network (10.244.2.0/24 on lbnode1, .3.0/24 on lbnode2). */
+const LBS = { lb1: "10.244.2.2", lb2: "10.244.3.2" } as const;
+const LB_NODES = { lb1: "10.9.0.21", lb2: "10.9.0.22" } as const;
 const CONNECTIONS = 40;
 const NODE = "node";
 
@@ -32,6 +39,8 @@ let router: LabNamespace;
 const lbs = new Map<string, LabNamespace>();
 const engines = new Map<string, NftEngine>();
 let backendNode: DsrBackendNode | undefined;
+/** The LB pods' nodes, each with its own node agent's applier. */
+const lbNodes = new Map<string, { node: DsrBackendNode; agent: DsrApplier }>();
 const pods: LabNamespace[] = [];
 /** The node agent's applier: one for the run, as one agent serves the node. */
 let agent: DsrApplier;
@@ -56,11 +65,20 @@ const snat: VirtualService = {
 /** The node agent first (a new backend answers before an LB sends it anything), then every LB. */
 async function applyAll(desired: VirtualService[]): Promise<void> {
   expect((await agent.apply([...desired, snat], NODE)).failures).toEqual([]);
+  for (const [name, n] of lbNodes)
+    expect((await n.agent.apply([...desired, snat], `lbnode-${name}`)).failures).toEqual([]);
   for (const engine of engines.values()) await engine.apply([...desired, snat]);
 }
 
 const routeVia = (lbNames: (keyof typeof LBS)[]) =>
-  router.ip("route", "replace", `${VIP}/32`, ...lbNames.flatMap((n) => ["nexthop", "via", LBS[n]]));
+  router.ip("route", "replace", `${VIP}/32`, ...lbNames.flatMap((n) => ["nexthop", "via", LB_NODES[n]]));
+
+/** The packets the LB nodes' kube-proxy-like rule dropped as conntrack-INVALID. */
+async function lbNodeInvalidDrops(): Promise<number> {
+  let drops = 0;
+  for (const n of lbNodes.values()) drops += (await ruleCounters(n.node.node, KUBE_PROXY_LIKE))[0] ?? -1;
+  return drops;
+}
 
 beforeAll(async () => {
   lab = await NetnsLab.create("dsr");
@@ -86,11 +104,22 @@ beforeAll(async () => {
   }
   backendNode = await DsrBackendNode.create(node, pods, ["cni0", "eth0"]);
   agent = backendNode.applier();
-  for (const [name, ip] of Object.entries(LBS)) {
+  for (const [name, ip] of Object.entries(LBS) as [keyof typeof LBS, string][]) {
+    const lbNode = await lab.namespace(`lbnode-${name}`, { forwarding: true });
+    await lab.attach(fabric, lbNode, `${LB_NODES[name]}/24`, "eth0");
+    await lbNode.defaultRoute("10.9.0.1");
+    await lbNode.route("10.244.1.0/24", "10.9.0.20");
+    const podNet = ip.replace(/\.2$/, ".0/24");
+    const lbCni = await lab.bridge(lbNode, "cni0", ip.replace(/\.2$/, ".1/24"));
+    await router.route(podNet, LB_NODES[name]);
+    // The node agent's VIP pool route: the VIP to the node's LB pod.
+    await lbNode.route(`${VIP}/32`, ip);
     const lb = await lab.namespace(name, { forwarding: true });
-    await lab.attach(fabric, lb, `${ip}/24`, "eth0");
-    await lb.defaultRoute("10.9.0.1");
-    await lb.route("10.244.1.0/24", "10.9.0.20");
+    await lab.attach(lbCni, lb, `${ip}/24`, "eth0");
+    await lb.defaultRoute(ip.replace(/\.2$/, ".1"));
+    // No pods of its own to prepare: the LB pod is no DSR backend.
+    const strict = await DsrBackendNode.create(lbNode, [], ["cni0", "eth0"]);
+    lbNodes.set(name, { node: strict, agent: strict.applier() });
     // As the controller makes every VIP local in its pod (LocalVips): DSR must still hand them on.
     await lb.localRoute(`${VIP}/32`);
     lbs.set(name, lb);
@@ -103,6 +132,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   backendNode?.destroy();
+  for (const n of lbNodes.values()) n.node.destroy();
   await lab?.destroy();
 });
 
@@ -116,6 +146,13 @@ describe("DSR through two LB pods", () => {
     const snatByClient = await httpHistogram(client, `http://${VIP}:80/`, { count: 40, by: "client" });
     expect(snatByClient.failures).toBe(0);
     expect(Object.keys(snatByClient.counts).sort()).toEqual(Object.values(LBS));
+    // The LB nodes untrack what they forward to and from the VIP, and clamp nothing (no backends).
+    for (const n of lbNodes.values())
+      expect(
+        parseNodeTable(await n.node.node.run("nft", ["-j", "list", "table", "ip", DSR_NODE_TABLE])),
+      ).toEqual({
+        vips: [VIP],
+      });
   });
 
   it("keeps every keep-alive connection when an LB leaves and rejoins and a backend is added", async () => {
@@ -150,6 +187,8 @@ describe("DSR through two LB pods", () => {
     expect(result.failures).toEqual([]);
     expect(result.opened).toBe(CONNECTIONS);
     expect(result.requests).toBeGreaterThan(CONNECTIONS * 50);
+    // The flows that moved between LBs reached a node that had not seen their start: untracked.
+    expect(await lbNodeInvalidDrops()).toBe(0);
     // New connections use the new backend too.
     const byName = await httpHistogram(client, `http://${VIP}:${PORT}/`, { count: 60, by: "name" });
     expect(Object.keys(byName.counts).sort()).toEqual(["p1", "p2", "p3"]);
@@ -194,7 +233,8 @@ describe("DSR through two LB pods", () => {
       expect(await lb.ip("-br", "link", "show", "type", "vxlan")).toBe("");
       expect(await lb.ip("route", "show", "table", "all", "proto", "212")).toBe("");
     }
-    expect((await backendNode!.node.exec("nft", ["list", "table", "ip", DSR_NODE_TABLE])).code).not.toBe(0);
+    for (const n of [backendNode!, ...[...lbNodes.values()].map((l) => l.node)])
+      expect((await n.node.exec("nft", ["list", "table", "ip", DSR_NODE_TABLE])).code).not.toBe(0);
     for (const pod of pods) expect(await pod.ip("-br", "link", "show", "type", "vxlan")).toBe("");
   });
 });

@@ -1,7 +1,8 @@
-// A lab namespace as a node running DSR backends, for tests: strict as many distributions ship
-// nodes (rp_filter 1, kube-proxy's drop of conntrack-INVALID packets in FORWARD), a container
-// runtime's netns directory holding its pods' namespaces as bind mounts, and the node agent's DSR
-// applier run as the agent runs it (only NET_ADMIN and SYS_ADMIN, in the node's namespace).
+// A lab namespace as a node DSR traffic passes (backend pods, or an LB pod with none), for tests:
+// strict as many distributions ship nodes (rp_filter 1, kube-proxy's drop of conntrack-INVALID
+// packets in FORWARD), a container runtime's netns directory holding its pods' namespaces as bind
+// mounts, and the node agent's DSR applier run as the agent runs it (only NET_ADMIN and SYS_ADMIN,
+// in the node's namespace).
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";

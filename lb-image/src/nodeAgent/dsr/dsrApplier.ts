@@ -1,4 +1,4 @@
-// Applies direct server return's backend side on one node, by diff: each local backend pod's
+// Applies direct server return on one node, by diff: each local backend pod's
 // namespace (podDsrState.ts) and the node's own table and rp_filter (nodeDsrTable.ts,
 // nodeRpFilter.ts). Every run reads back what is there; the first one also visits every pod
 // namespace on the node, so a restarted agent adopts (and, where no longer wanted, removes) what
@@ -162,7 +162,7 @@ export class DsrApplier {
     }
     const prepared = [...targets].filter(([path, t]) => t.vips.length > 0 && this.owned.has(path));
     changes += await this.applyNode(
-      plan.vips,
+      plan.dsrVips,
       prepared.map(([, t]) => t.ip!),
       prepared.flatMap(([path]) => this.owned.get(path) ?? []),
     );
@@ -185,8 +185,8 @@ export class DsrApplier {
     else await this.inPod(path, "tee", [sysctlPath(this.o.procSysNet, step.rpFilter)], `${step.value}\n`);
   }
 
-  /** The node's table and rp_filter; returns how many changes were made. */
-  private async applyNode(vips: string[], podIps: string[], mtus: number[]): Promise<number> {
+  /** The node's table (for every DSR VIP) and rp_filter; returns how many changes were made. */
+  private async applyNode(dsrVips: string[], podIps: string[], mtus: number[]): Promise<number> {
     let changes = 0;
     const netconf = podIps.length > 0 ? await this.node("ip", ["-4", "-j", "netconf", "show"]) : "[]";
     // The pods' interfaces are looked up only when some interface is strict (not on every resync).
@@ -209,7 +209,7 @@ export class DsrApplier {
     } catch (err) {
       if (!(err instanceof CommandError && /No such file or directory/.test(err.stderr))) throw err;
     }
-    const desired = desiredNodeTable(vips, mtus);
+    const desired = desiredNodeTable(dsrVips, mtus);
     const script = nodeTableChange(current, desired);
     if (script) {
       await this.node("nft", ["-f", "-"], script);

@@ -52,6 +52,8 @@ describe("dsrPlan", () => {
       ]),
     );
     expect(plan.vips).toEqual(["10.1.1.10", "10.1.1.11"]);
+    // Every DSR VIP, with local backends or not (n2's, or nobody's): the node untracks them all.
+    expect(plan.dsrVips).toEqual(["10.1.1.10", "10.1.1.11", "10.1.1.14"]);
     expect(plan.hostNetwork).toEqual([]);
   });
 
@@ -115,6 +117,9 @@ describe("dsrPlan", () => {
               ).toBe(true);
           }
           expect(plan.vips).toEqual([...new Set([...plan.pods.values()].flat())].sort());
+          expect(plan.dsrVips).toEqual(
+            [...new Set(services.filter((s) => s.forwarding === "dsr").map((s) => s.vip))].sort(),
+          );
         },
       ),
     );

@@ -1,13 +1,17 @@
-// The backend node's half of DSR, in its own nft table (read back and changed by diff):
-//   - `notrack` for packets whose source is a DSR VIP, forwarded by the node: it never sees the
-//     client's side of these flows (it arrives encapsulated, to the pod's address), so conntrack
-//     would call every reply INVALID, and kube-proxy drops INVALID packets in FORWARD. Packets to
-//     the node itself keep conntrack (an LB pod's node-route check asks the node agent from a VIP,
-//     and a host firewall may accept only tracked traffic);
-//   - an MSS clamp on the SYN-ACKs from a VIP: the client's segments reach the backend through the
-//     LB's tunnel (+DSR_OVERHEAD bytes), but the backend's SYN-ACK goes straight to the client, so
-//     the MSS the client learns must leave room for the tunnel. Only larger values are lowered.
-// No DSR VIP with a local backend pod: no table at all.
+// Direct server return's node half, in its own nft table (read back and changed by diff), on every
+// node while any DSR VIP exists; its set holds every DSR VIP:
+//   - `notrack` for packets forwarded TO a VIP: an LB node passes the client's side of a flow to
+//     its LB pod, but the replies go from the backend's node straight to the client, so conntrack
+//     would see half a flow and call some of its packets INVALID, which kube-proxy drops in FORWARD;
+//   - `notrack` for packets forwarded FROM a VIP: the backend's node never sees the client's side
+//     (it arrives encapsulated, to the pod's address), so every reply would be INVALID.
+//   Packets to the node itself keep conntrack (an LB pod's node-route check asks the node agent
+//   from a VIP, and a host firewall may accept only tracked traffic);
+//   - only where local DSR backend pods are: an MSS clamp on the SYN-ACKs from a VIP: the client's
+//     segments reach the backend through the LB's tunnel (+DSR_OVERHEAD bytes), but the backend's
+//     SYN-ACK goes straight to the client, so the MSS the client learns must leave room for the
+//     tunnel. Only larger values are lowered.
+// No DSR VIP: no table at all.
 import { z } from "zod";
 import { DSR_OVERHEAD } from "../../dataplane/dsr/dsrTunnel.ts";
 import { compareKeys } from "../../dataplane/model.ts";
@@ -18,15 +22,18 @@ const T = `ip ${DSR_NODE_TABLE}`;
 const TCP_IP_HEADERS = 40;
 
 export interface NodeDsrTable {
+  /** Every DSR VIP. */
   vips: string[];
-  /** The MSS SYN-ACKs from a VIP are clamped to. */
-  mss: number;
+  /** The MSS SYN-ACKs from a VIP are clamped to; none without local DSR backend pods. */
+  mss?: number;
 }
 
-/** The table to have: the VIPs, and the MSS that fits the smallest local DSR pod's MTU. */
+/** The table to have: every DSR VIP, and the MSS that fits the smallest local DSR pod's MTU. */
 export function desiredNodeTable(vips: string[], podMtus: number[]): NodeDsrTable | undefined {
-  if (vips.length === 0 || podMtus.length === 0) return undefined;
-  return { vips: [...vips].sort(compareKeys), mss: Math.min(...podMtus) - DSR_OVERHEAD - TCP_IP_HEADERS };
+  if (vips.length === 0) return undefined;
+  const sorted = [...vips].sort(compareKeys);
+  if (podMtus.length === 0) return { vips: sorted };
+  return { vips: sorted, mss: Math.min(...podMtus) - DSR_OVERHEAD - TCP_IP_HEADERS };
 }
 
 const elements = (vips: string[]) => `{ ${vips.join(", ")} }`;
@@ -39,10 +46,15 @@ export function nodeTableScript(t: NodeDsrTable | undefined): string {
       `add table ${T}`,
       `add set ${T} vips { type ipv4_addr ; }`,
       ...(t.vips.length > 0 ? [`add element ${T} vips ${elements(t.vips)}`] : []),
-      `add chain ${T} replies { type filter hook prerouting priority raw ; policy accept ; }`,
-      `add rule ${T} replies ip saddr @vips fib daddr type != local notrack`,
-      `add chain ${T} mss { type filter hook forward priority mangle ; policy accept ; }`,
-      `add rule ${T} mss ip saddr @vips tcp flags & (syn | ack) == syn | ack tcp option maxseg size > ${t.mss} tcp option maxseg size set ${t.mss}`,
+      `add chain ${T} forwarded { type filter hook prerouting priority raw ; policy accept ; }`,
+      `add rule ${T} forwarded ip daddr @vips fib daddr type != local notrack`,
+      `add rule ${T} forwarded ip saddr @vips fib daddr type != local notrack`,
+      ...(t.mss === undefined
+        ? []
+        : [
+            `add chain ${T} mss { type filter hook forward priority mangle ; policy accept ; }`,
+            `add rule ${T} mss ip saddr @vips tcp flags & (syn | ack) == syn | ack tcp option maxseg size > ${t.mss} tcp option maxseg size set ${t.mss}`,
+          ]),
     );
   return lines.map((l) => `${l}\n`).join("");
 }
@@ -91,26 +103,30 @@ export function parseNodeTable(json: string): NodeDsrTable | "other" {
     ...chains.map((c) => `chain ${c.name} ${c.hook} ${c.prio}`),
     ...rules.map((r) => `rule ${r.chain}`),
   ].sort();
+  const hasMss = chains.some((c) => c.name === "mss");
   const expected = [
     "set vips",
-    "chain replies prerouting -300",
-    "chain mss forward -150",
-    "rule replies",
-    "rule mss",
+    "chain forwarded prerouting -300",
+    "rule forwarded",
+    "rule forwarded",
+    ...(hasMss ? ["chain mss forward -150", "rule mss"] : []),
   ].sort();
   if (shape.join() !== expected.join()) return "other";
-  const exprs = (chain: string) => JSON.stringify(rules.find((r) => r.chain === chain)!.expr);
-  const replies = exprs("replies");
-  if (!['"notrack"', '"@vips"', '"fib"'].every((e) => replies.includes(e))) return "other";
-  const mss = rules
-    .find((r) => r.chain === "mss")!
-    .expr.flatMap((e) => {
-      const m = e.mangle as { key?: { "tcp option"?: { name?: string } }; value?: unknown } | undefined;
-      return m?.key?.["tcp option"]?.name === "maxseg" && typeof m.value === "number" ? [m.value] : [];
-    });
-  if (mss.length !== 1 || !exprs("mss").includes(`"right":${mss[0]}}`)) return "other";
-  const vips = (sets[0]!.elem ?? []).filter((e): e is string => typeof e === "string");
-  return { vips: vips.sort(compareKeys), mss: mss[0]! };
+  // The two notrack rules, in order: to a VIP, then from one; both only for forwarded packets.
+  const notrack = rules.filter((r) => r.chain === "forwarded").map((r) => JSON.stringify(r.expr));
+  const untracks = (field: string, rule: string) =>
+    rule.includes(`{"payload":{"protocol":"ip","field":"${field}"}},"right":"@vips"`) &&
+    ['"notrack"', '"fib"'].every((e) => rule.includes(e));
+  if (!untracks("daddr", notrack[0]!) || !untracks("saddr", notrack[1]!)) return "other";
+  const vips = (sets[0]!.elem ?? []).filter((e): e is string => typeof e === "string").sort(compareKeys);
+  if (!hasMss) return { vips };
+  const mssRule = rules.find((r) => r.chain === "mss")!;
+  const mss = mssRule.expr.flatMap((e) => {
+    const m = e.mangle as { key?: { "tcp option"?: { name?: string } }; value?: unknown } | undefined;
+    return m?.key?.["tcp option"]?.name === "maxseg" && typeof m.value === "number" ? [m.value] : [];
+  });
+  if (mss.length !== 1 || !JSON.stringify(mssRule.expr).includes(`"right":${mss[0]}}`)) return "other";
+  return { vips, mss: mss[0]! };
 }
 
 /** The script that turns `current` (undefined: no table) into `desired`, or "" when they agree. */
