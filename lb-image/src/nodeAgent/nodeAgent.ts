@@ -5,8 +5,9 @@
 // It also answers the LB pod's node-route check (`/lb-pods/<pod IP>`, see lbPodVerdict): the pod
 // asks from a VIP address, so an answer that reaches it proves the route, and the body relays the
 // pod's Ready condition, which only the API server knows (e.g. false once the node's kubelet died).
-// With direct server return it also runs on every node with backends, and prepares their pods
-// and the node for it (dsr/dsrApplier.ts), following Services, EndpointSlices and NetworkPolicies.
+// With direct server return it runs on every node, prepares the local backend pods and untracks
+// forwarded DSR VIP traffic on every node, LB nodes too (dsr/dsrApplier.ts), following Services,
+// EndpointSlices and NetworkPolicies.
 import { CoreV1Api, Watch, type KubeConfig, type V1Pod } from "@kubernetes/client-node";
 import { LB_APP_LABEL, LB_HTTP_PATHS, type LbConfig } from "@portable-lb/core/config";
 import type { Server } from "node:http";
@@ -42,7 +43,7 @@ export interface NodeAgentOptions {
   httpHost?: string;
   /** How often the routes and the node's forwarding are checked again without a Pod change. */
   resyncMs?: number;
-  /** Direct server return's backend side (see dsr/dsrApplier.ts); without it, none. */
+  /** Direct server return's node side (see dsr/dsrApplier.ts); without it, none. */
   dsr?: NodeAgentDsr;
 }
 

@@ -4,9 +4,9 @@
 //     its LB pod, but the replies go from the backend's node straight to the client, so conntrack
 //     would see half a flow and call some of its packets INVALID, which kube-proxy drops in FORWARD;
 //   - `notrack` for packets forwarded FROM a VIP: the backend's node never sees the client's side
-//     (it arrives encapsulated, to the pod's address), so every reply would be INVALID.
-//   Packets to the node itself keep conntrack (an LB pod's node-route check asks the node agent
-//   from a VIP, and a host firewall may accept only tracked traffic);
+//     (it arrives encapsulated, to the pod's address), so every reply would be INVALID;
+//   (packets to the node itself keep conntrack: an LB pod's node-route check asks the node agent
+//   from a VIP, and a host firewall may accept only tracked traffic)
 //   - only where local DSR backend pods are: an MSS clamp on the SYN-ACKs from a VIP: the client's
 //     segments reach the backend through the LB's tunnel (+DSR_OVERHEAD bytes), but the backend's
 //     SYN-ACK goes straight to the client, so the MSS the client learns must leave room for the
