@@ -47,7 +47,7 @@ import { createLbService } from "../test/harness/lbServices.ts";
 import { benchControlPlane, progress } from "./lib/benchSetup.ts";
 import { writeChart } from "./lib/charts.ts";
 import { FibPoller } from "./lib/fibPoller.ts";
-import { runLoad } from "./lib/loadClient.ts";
+import { countCodes, runLoad } from "./lib/loadClient.ts";
 import { machineInfo } from "./lib/report.ts";
 import { seededRandom, summarize } from "./lib/stats.ts";
 import { Teardown } from "./lib/teardown.ts";
@@ -259,9 +259,7 @@ async function resetRun(
     const failed = result.failures.filter((f) => f.t >= at);
     const reset = new Set(failed.map((f) => f.connection));
     // What the client saw, counted: who ended the connections.
-    const errors: Record<string, number> = {};
-    for (const f of failed) errors[f.code] = (errors[f.code] ?? 0) + 1;
-    events.push({ kind, at, resets: reset.size, errors });
+    events.push({ kind, at, resets: reset.size, errors: countCodes(failed) });
   };
   for (let i = 0; i < resets; i++) {
     progress(`  resets: leave and join ${i + 1}/${resets}`);

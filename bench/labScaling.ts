@@ -19,7 +19,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { progress } from "./lib/benchSetup.ts";
 import { FibPoller } from "./lib/fibPoller.ts";
 import { dataPlaneMode, demoReplicas, labRig, scaleDemo, setDemoReplicas } from "./lib/labRig.ts";
-import { type LoadResult, runLoad } from "./lib/loadClient.ts";
+import { countCodes, type LoadResult, runLoad } from "./lib/loadClient.ts";
 import { machineInfo } from "./lib/report.ts";
 import { newRunDir, writeRunFiles } from "./lib/runFiles.ts";
 
@@ -134,8 +134,8 @@ async function main(): Promise<void> {
     const within = (r: LoadResult) => r.failures.filter((f) => f.t >= at && f.t < until);
     const failed = within(longLived);
     const reset = new Set(failed.map((f) => f.connection));
-    const errors: Record<string, number> = {};
-    for (const f of [...failed, ...within(result)]) errors[f.code] = (errors[f.code] ?? 0) + 1;
+    const requestsFailed = within(result);
+    const errors = countCodes([...failed, ...requestsFailed]);
     const kind = changeKind(before, state);
     const [from, to] =
       kind === "leave" || kind === "join"
@@ -149,7 +149,7 @@ async function main(): Promise<void> {
         /** What the failed requests of both loads saw (error code or message), counted. */
         errors,
         reset: reset.size,
-        requestsFailed: within(result).length,
+        requestsFailed: requestsFailed.length,
         keptPct: 100 - (100 * reset.size) / CONNECTIONS,
       },
     ];

@@ -48,3 +48,10 @@ export async function runLoad(netns: string, o: LoadOptions): Promise<LoadResult
     throw new Error(`load client failed: ${out.stderr}${out.stdout}`);
   return JSON.parse(last) as LoadResult;
 }
+
+/** The failures counted by their error code (or message). */
+export function countCodes(failures: readonly { code: string }[]): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const f of failures) counts[f.code] = (counts[f.code] ?? 0) + 1;
+  return counts;
+}
