@@ -184,6 +184,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  bird?.close();
   stopRenewing();
   await presence?.close();
   await removeDeployedPods();
@@ -257,6 +258,15 @@ describe("LB speaker driven by the controller, against two real route reflectors
     await settle(async () => (await monitor().poll()).reflectors.every((r) => r.bfd?.state === "Up"), 10_000);
     const state = await monitor().poll();
     expect(state.vipsEnabled).toBe(true);
+    // The poll's kept connection answers exactly as birdc prints (the parsers read both).
+    const commands = [
+      ["show", "protocols"],
+      ["show", "bfd", "sessions"],
+    ];
+    const kept = await bird.runAll(commands.map((c) => c.join(" ")));
+    expect(kept).toEqual(
+      await Promise.all(commands.map((c) => bird.run(c).then((a) => a.replace(/^BIRD .* ready\.\n/, "")))),
+    );
     for (const [i, r] of state.reflectors.entries()) {
       expect(r).toMatchObject({
         peer: RR_IPS[i],
@@ -379,6 +389,8 @@ describe(`${LB_COMMANDS.withdraw} with no controller`, () => {
     console.log(`preStop without a controller: withdrawn through BIRD, command took ${tookMs} ms`);
     expect(await reflectorRoutes(1)).toEqual([]);
     expect(protocolUp(await bird.run(["show", "protocols"]), "vips")).toBe(false);
+    // The polls' kept connection was made to the BIRD that stopped: it connects to the new one.
+    expect(protocolUp((await bird.runAll(["show protocols"]))[0]!, "vips")).toBe(false);
     expect(leaseSchema.parse(JSON.parse(readFileSync(lease.file, "utf8")))).toMatchObject({
       announce: false,
       holder: "preStop",

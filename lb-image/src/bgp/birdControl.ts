@@ -1,28 +1,27 @@
-// BIRD's control socket, through its own clients: `birdc` for one command, `birdcl` for several
-// in one connection (the session-state poll runs every ~200 ms, so one process per poll). Used by
+// BIRD's control socket: `birdc` for one command (a reload, a withdrawal: rare, and birdc's own
+// messages are what an operator knows), one kept connection for the polls (birdSocket.ts). Used by
 // the controller (SpeakerControl, SessionMonitor) and by the speaker container's commands.
 import { existsSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import { CommandError, run } from "../dataplane/exec.ts";
 import { exportedPerSession } from "./birdOutput.ts";
+import { BirdSocket } from "./birdSocket.ts";
 
 type Argv = [string, ...string[]];
 
 export interface BirdClients {
   birdc?: Argv;
-  birdcl?: Argv;
 }
-
-/** birdcl echoes each command it reads after its prompt; its answer follows, up to the next prompt. */
-const PROMPT = /^bird> /m;
 
 export class BirdControl {
   readonly socket: string;
   private readonly clients: BirdClients;
+  private readonly connection: BirdSocket;
 
   constructor(socket: string, clients: BirdClients = {}) {
     this.socket = socket;
     this.clients = clients;
+    this.connection = new BirdSocket(socket);
   }
 
   /** The socket exists: BIRD runs, or is starting, or died and left it (commands then fail). */
@@ -35,29 +34,15 @@ export class BirdControl {
     return run([...(this.clients.birdc ?? ["birdc"]), "-s", this.socket, ...args], "", timeoutMs);
   }
 
-  /** Several commands through one connection; each one's answer, in order. */
-  async runAll(commands: string[], timeoutMs = 5_000): Promise<string[]> {
-    const out = await run(
-      [...(this.clients.birdcl ?? ["birdcl"]), "-s", this.socket],
-      commands.map((c) => `${c}\n`).join(""),
-      timeoutMs,
-    );
-    const answers = birdclAnswers(out, commands.length);
-    if (answers.length < commands.length)
-      throw new CommandError(
-        `birdcl -s ${this.socket} answered ${answers.length} of ${commands.length} commands`,
-        out,
-      );
-    return answers;
+  /** Several commands through the kept connection; each one's answer (as birdc prints it), in order. */
+  runAll(commands: string[], timeoutMs = 5_000): Promise<string[]> {
+    return this.connection.runAll(commands, timeoutMs);
   }
-}
 
-/** birdcl's output for `count` commands from its input, split into each one's answer. */
-export function birdclAnswers(out: string, count: number): string[] {
-  return out
-    .split(PROMPT)
-    .slice(1, count + 1)
-    .map((a) => a.slice(a.indexOf("\n") + 1));
+  /** Closes the kept connection. */
+  close(): void {
+    this.connection.close();
+  }
 }
 
 /** A failure that means BIRD is not running (no socket, or nobody behind it). */

@@ -1,4 +1,8 @@
-import { birdclAnswers } from "./birdControl.ts";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { BirdControl, birdNotRunning } from "./birdControl.ts";
+import { birdcLine } from "./birdSocket.ts";
 import {
   exportedPerSession,
   parseBfdSessions,
@@ -151,19 +155,40 @@ describe("reflectorSessions", () => {
   });
 });
 
-describe("birdclAnswers", () => {
-  it("splits birdcl's output at its echoed prompts into each command's answer", () => {
-    const out = [
-      "BIRD 2.0.12 ready.",
-      "bird> show protocols all",
-      PROTOCOLS_ALL,
-      "bird> show bfd sessions",
-      BFD_SESSIONS,
-      "bird> ",
-    ].join("\n");
-    expect(birdclAnswers(out, 2)).toEqual([`${PROTOCOLS_ALL}\n`, `${BFD_SESSIONS}\n`]);
-    expect(
-      birdclAnswers("Unable to connect to server control socket (x.ctl): Connection refused\n", 2),
-    ).toEqual([]);
+describe("BIRD's control socket, read as birdc prints it", () => {
+  it("drops the codes, keeps continuations, leaves out the bare OK", () => {
+    // Lines as BIRD 2.0.12 sends them for `show protocols` then `show status`.
+    const raw = [
+      "2002-Name       Proto      Table      State  Since         Info",
+      "1002-device1    Device     ---        up     23:24:50.858  ",
+      " vips       Static     master4    up     23:24:50.858  ",
+      "1006-",
+      "0000 ",
+      "0013 Daemon is up and running",
+      "9001 syntax error, unexpected CF_SYM_UNDEFINED",
+    ];
+    expect(raw.map(birdcLine)).toEqual([
+      "Name       Proto      Table      State  Since         Info",
+      "device1    Device     ---        up     23:24:50.858  ",
+      "vips       Static     master4    up     23:24:50.858  ",
+      "",
+      undefined,
+      "Daemon is up and running",
+      "syntax error, unexpected CF_SYM_UNDEFINED",
+    ]);
+  });
+
+  it("fails as birdc does when BIRD is not running, so callers tell that apart", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "birdsock-"));
+    try {
+      const err = await new BirdControl(join(dir, "bird.ctl"))
+        .runAll(["show protocols"])
+        .catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(Error);
+      expect((err as Error).message).toMatch(/Unable to connect .*bird\.ctl.*No such file/);
+      expect(birdNotRunning(err)).toBe(true);
+    } finally {
+      rmSync(dir, { recursive: true });
+    }
   });
 });

@@ -130,7 +130,7 @@ export class SessionMonitor {
   }
 
   /**
-   * One look at the sessions, through one birdcl process (what the timer runs, and what a caller
+   * One look at the sessions, through BIRD's kept control connection (what the timer runs, and what a caller
    * that decides on the state calls on its own tick); BIRD not answering counts as all down.
    */
   async poll(): Promise<SpeakerState> {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@jest/globals";
-import { parseTunnelState, tunnelPlan } from "./lbTunnels.ts";
+import { parseTunnelListings, READ_BATCH, tunnelPlan } from "./lbTunnels.ts";
 
 // `ip -j rule show` as iproute2 prints our rules. The skip rule's protocol depends on the files
 // beside `ip`: a name where /etc/protocols has UDP (the host), `ipproto-17` where there is none
@@ -12,9 +12,29 @@ const rules = (ipproto: string | number) =>
     { priority: 32000, src: "all", table: "local", protocol: "212" },
   ]);
 
-describe("parseTunnelState", () => {
+/** READ_BATCH's output in a pod namespace: eth0 (MTU 1450) carries the default route; `rules` as given. */
+const batch = (rulesJson: string) =>
+  [
+    JSON.stringify([
+      { ifname: "lo", mtu: 65536, flags: ["LOOPBACK", "UP"], address: "00:00:00:00:00:00" },
+      { ifname: "eth0", mtu: 1450, flags: ["UP"], address: "0a:58:0a:f4:01:05" },
+    ]),
+    "[]",
+    rulesJson,
+    "[]",
+    JSON.stringify([{ dst: "default", gateway: "10.244.1.1", dev: "eth0", flags: [] }]),
+  ].join("\n") + "\n";
+
+describe("parseTunnelListings", () => {
+  it("reads one listing per command of the batch, and the uplink's MTU from the default route", () => {
+    expect(parseTunnelListings(batch(rules("udp"))).uplinkMtu).toBe(1450);
+    expect(() => parseTunnelListings(batch(rules("udp")).split("\n").slice(1).join("\n"))).toThrow(
+      `ip -batch printed ${READ_BATCH.length - 1} listings for ${READ_BATCH.length} commands`,
+    );
+  });
+
   it.each(["udp", "ipproto-17", "17", 17])("reads the skip rule's protocol printed as %p", (ipproto) => {
-    const state = parseTunnelState({ link: undefined, neigh: "[]", rules: rules(ipproto), routes: "[]" });
+    const { state } = parseTunnelListings(batch(rules(ipproto)));
     expect(state.rules).toEqual([
       { pref: 100, udpDport: 4789, goto: 32000 },
       { pref: 32000, table: "local" },
@@ -27,7 +47,7 @@ describe("parseTunnelState", () => {
   });
 
   it("takes a rule for another protocol as not ours, so a plan replaces it", () => {
-    const state = parseTunnelState({ link: undefined, neigh: "[]", rules: rules("tcp"), routes: "[]" });
+    const { state } = parseTunnelListings(batch(rules("tcp")));
     expect(state.rules[0]).toEqual({ pref: 100, goto: 32000 });
     expect(tunnelPlan(state, ["10.244.2.5"], 1500)).toContain("rule del pref 100 goto 32000 protocol 212");
   });

@@ -1,6 +1,6 @@
 // The LB pod's half of the DSR tunnels (dsrTunnel.ts): the metadata VXLAN device, the permanent
 // neighbour of its link-local next hop, and per backend pod an ip rule (its mark -> its table) and the
-// table's one encapsulating route. Read back as a whole each time (a few `ip -j` listings), planned as
+// table's one encapsulating route. Read back as a whole each time (one `ip -j -batch`), planned as
 // a pure function, applied by diff in one `ip -batch`: everything ours carries protocol 212, so a
 // restart adopts it and nothing else in the namespace is touched.
 import { z } from "zod";
@@ -127,7 +127,8 @@ export function tunnelPlan(found: TunnelState, backends: Iterable<string>, uplin
 
 const linkSchema = z.array(
   z.object({
-    address: z.string(),
+    ifname: z.string(),
+    address: z.string().optional(),
     mtu: z.number(),
     flags: z.array(z.string()),
     linkinfo: z
@@ -139,7 +140,12 @@ const linkSchema = z.array(
   }),
 );
 const neighSchema = z.array(
-  z.object({ dst: z.string(), lladdr: z.string().optional(), state: z.array(z.string()) }),
+  z.object({
+    dst: z.string(),
+    dev: z.string().optional(),
+    lladdr: z.string().optional(),
+    state: z.array(z.string()),
+  }),
 );
 const ruleSchema = z.array(
   z.object({
@@ -155,26 +161,56 @@ const ruleSchema = z.array(
   }),
 );
 // An encap route prints "dst" twice (the prefix, then the tunnel's); JSON.parse keeps the last.
-const routeSchema = z.array(z.object({ dst: z.string(), table: z.string(), encap: z.string().optional() }));
+const routeSchema = z.array(
+  z.object({ dst: z.string(), table: z.string().optional(), encap: z.string().optional() }),
+);
 
 const isUdp = (ipproto: string | undefined) => ipproto === "udp" || /^(ipproto-)?17$/.test(ipproto ?? "");
 
-/** Parses the four listings into the state of ours (tests feed captured text). */
-export function parseTunnelState(listings: {
-  link: string | undefined;
-  neigh: string;
-  rules: string;
-  routes: string;
-}): TunnelState {
-  const link = listings.link === undefined ? undefined : linkSchema.parse(JSON.parse(listings.link))[0];
-  const neighbour = neighSchema.parse(JSON.parse(listings.neigh || "[]")).find((n) => n.dst === DSR_NEXT_HOP);
-  const rules = ruleSchema.parse(JSON.parse(listings.rules || "[]"));
-  return {
+/**
+ * Everything a plan needs, in one `ip -j -d -batch -` (one process: this runs every second on
+ * the cheap check). Each command prints one JSON array on its own line, none fails on an empty
+ * namespace, so the answers are read by position.
+ */
+export const READ_BATCH = [
+  "link show",
+  "neigh show",
+  "rule show",
+  `route show table all proto ${DSR_PROTO}`,
+  "route show default",
+];
+
+/** The namespace as one READ_BATCH shows it (tests feed captured text). */
+export interface TunnelListings {
+  state: TunnelState;
+  /** The MTU of the interface the default route leaves by (the pod's eth0); 1500 without one. */
+  uplinkMtu: number;
+}
+
+/** Parses READ_BATCH's output into the state of ours and the uplink's MTU. */
+export function parseTunnelListings(out: string): TunnelListings {
+  const lines = out.split("\n").filter((l) => l.trim() !== "");
+  if (lines.length !== READ_BATCH.length)
+    throw new Error(
+      `ip -batch printed ${lines.length} listings for ${READ_BATCH.length} commands: ${out.slice(0, 200)}`,
+    );
+  const [links, neighs, rules, routes, defaults] = lines.map((l) => JSON.parse(l) as unknown);
+  const allLinks = linkSchema.parse(links);
+  const link = allLinks.find((l) => l.ifname === DSR_LB_DEVICE);
+  const neighbour = neighSchema
+    .parse(neighs)
+    .find((n) => n.dst === DSR_NEXT_HOP && (n.dev === undefined || n.dev === DSR_LB_DEVICE));
+  const ours = ruleSchema.parse(rules);
+  const uplink = z
+    .array(z.object({ dev: z.string().optional() }))
+    .parse(defaults)
+    .find((r) => r.dev && r.dev !== DSR_LB_DEVICE)?.dev;
+  const state: TunnelState = {
     ...(link && {
       device: {
         vxlanExternal: link.linkinfo?.info_kind === "vxlan" && link.linkinfo.info_data?.external === true,
         port: link.linkinfo?.info_data?.port ?? 0,
-        mac: link.address,
+        mac: link.address ?? "",
         mtu: link.mtu,
         up: link.flags.includes("UP"),
       },
@@ -182,7 +218,7 @@ export function parseTunnelState(listings: {
     ...(neighbour && {
       neighbour: { lladdr: neighbour.lladdr ?? "", permanent: neighbour.state.includes("PERMANENT") },
     }),
-    rules: rules
+    rules: ours
       .filter((r) => r.protocol === String(DSR_PROTO))
       .map((r) => ({
         pref: r.priority,
@@ -191,15 +227,14 @@ export function parseTunnelState(listings: {
         ...(r.table !== undefined && { table: r.table }),
         ...(r.goto !== undefined && { goto: r.goto }),
       })),
-    kernelLocal: rules.some(
+    kernelLocal: ours.some(
       (r) => r.priority === 0 && r.table === "local" && r.protocol !== String(DSR_PROTO),
     ),
     routes: new Map(
-      routeSchema
-        .parse(JSON.parse(listings.routes || "[]"))
-        .map((r) => [Number(r.table), r.encap === "ip" ? r.dst : undefined]),
+      routeSchema.parse(routes).map((r) => [Number(r.table ?? "254"), r.encap === "ip" ? r.dst : undefined]),
     ),
   };
+  return { state, uplinkMtu: allLinks.find((l) => l.ifname === uplink)?.mtu ?? 1500 };
 }
 
 /** Applies tunnelPlan to the namespace `ip` works in. */
@@ -210,32 +245,16 @@ export class LbTunnels {
     this.ip = ip;
   }
 
-  async read(): Promise<TunnelState> {
-    const links = JSON.parse(await run([...this.ip, "-j", "link", "show"])) as { ifname: string }[];
-    const exists = links.some((l) => l.ifname === DSR_LB_DEVICE);
-    const [link, neigh, rules, routes] = await Promise.all([
-      exists ? run([...this.ip, "-j", "-d", "link", "show", "dev", DSR_LB_DEVICE]) : undefined,
-      exists ? run([...this.ip, "-j", "neigh", "show", "dev", DSR_LB_DEVICE]) : "[]",
-      run([...this.ip, "-j", "rule", "show"]),
-      run([...this.ip, "-j", "route", "show", "table", "all", "proto", String(DSR_PROTO)]),
-    ]);
-    return parseTunnelState({ link, neigh, rules, routes });
-  }
-
-  /** The MTU of the interface the default route leaves by (the pod's eth0); 1500 without one. */
-  async uplinkMtu(): Promise<number> {
-    const routes = JSON.parse(await run([...this.ip, "-j", "route", "show", "default"])) as {
-      dev?: string;
-    }[];
-    const dev = routes.find((r) => r.dev && r.dev !== DSR_LB_DEVICE)?.dev;
-    if (!dev) return 1500;
-    const [link] = JSON.parse(await run([...this.ip, "-j", "link", "show", "dev", dev])) as { mtu: number }[];
-    return link?.mtu ?? 1500;
+  async read(): Promise<TunnelListings> {
+    return parseTunnelListings(
+      await run([...this.ip, "-j", "-d", "-batch", "-"], READ_BATCH.map((c) => `${c}\n`).join("")),
+    );
   }
 
   /** Makes the tunnels exactly those to `backends`; returns the commands it had to run. */
   async apply(backends: Iterable<string>): Promise<string[]> {
-    const cmds = tunnelPlan(await this.read(), backends, await this.uplinkMtu());
+    const { state, uplinkMtu } = await this.read();
+    const cmds = tunnelPlan(state, backends, uplinkMtu);
     if (cmds.length > 0) await run([...this.ip, "-batch", "-"], cmds.map((c) => `${c}\n`).join(""));
     return cmds;
   }
