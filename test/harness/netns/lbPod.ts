@@ -26,6 +26,19 @@ const PASSWORD_SECRET = "portable-lb-controller-bgp";
 const API_CREDENTIALS = "/var/run/secrets/portable-lb-tests/kubeconfig";
 const BRIDGE_PORT = 6443;
 
+/** The LB pod spec the LoadBalancer component renders for `config` (names as a test's). */
+export function renderedLbPodSpec(config: LbConfig, bgpPassword = false) {
+  return lbPodSpec({
+    config,
+    image: "portable-lb",
+    serviceAccountName: "portable-lb-controller",
+    priorityClassName: "portable-lb-dataplane",
+    nodeSelector: {},
+    configMapName: CONFIG_MAP,
+    ...(bgpPassword && { bgpPasswordSecret: PASSWORD_SECRET }),
+  });
+}
+
 export interface LbPodOptions {
   /** The pod's network namespace, already plugged into its node's pod bridge. */
   ns: LabNamespace;
@@ -70,15 +83,7 @@ export class LbPod {
       o.bgpPassword !== undefined && parsed.bgp
         ? { ...parsed, bgp: { ...parsed.bgp, passwordFile: LB_PATHS.bgpPasswordFile } }
         : parsed;
-    const spec = lbPodSpec({
-      config,
-      image: "portable-lb",
-      serviceAccountName: "portable-lb-controller",
-      priorityClassName: "portable-lb-dataplane",
-      nodeSelector: {},
-      configMapName: CONFIG_MAP,
-      ...(o.bgpPassword !== undefined && { bgpPasswordSecret: PASSWORD_SECRET }),
-    });
+    const spec = renderedLbPodSpec(config, o.bgpPassword !== undefined);
     const bridge = await ApiBridge.open(o.ns, o.kubeconfig, BRIDGE_PORT);
     try {
       const pod = await DeployedPod.create({

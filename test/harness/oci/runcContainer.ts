@@ -88,6 +88,15 @@ export function containerSecurity(c: V1Container, image: ImageConfig): Container
   };
 }
 
+/** The container's own env as NAME=value, downward API fields from `fields` (fieldPath -> value). */
+export function containerEnv(c: V1Container, fields: Record<string, string> = {}): string[] {
+  return (c.env ?? []).map((e) => {
+    const value = e.value ?? (e.valueFrom?.fieldRef && fields[e.valueFrom.fieldRef.fieldPath]);
+    if (value === undefined) throw new Error(`${c.name}: env ${e.name} has no value here`);
+    return `${e.name}=${value}`;
+  });
+}
+
 /** The OCI runtime spec (config.json) for the container; pure. */
 export function runtimeSpec(o: RuncContainerOptions, rootfs: string): object {
   const c = o.container;
@@ -96,11 +105,7 @@ export function runtimeSpec(o: RuncContainerOptions, rootfs: string): object {
   const caps = security.capabilities.map((cap) => `CAP_${cap}`);
   const env = [
     ...(o.image.config.Env ?? []),
-    ...(c.env ?? []).map((e) => {
-      const value = e.value ?? (e.valueFrom?.fieldRef && o.fields?.[e.valueFrom.fieldRef.fieldPath]);
-      if (value === undefined) throw new Error(`${c.name}: env ${e.name} has no value here`);
-      return `${e.name}=${value}`;
-    }),
+    ...containerEnv(c, o.fields),
     ...Object.entries(o.env ?? {}).map(([k, v]) => `${k}=${v}`),
   ];
   const volumeMounts = (c.volumeMounts ?? []).map((m) => {

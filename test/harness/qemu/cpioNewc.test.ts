@@ -1,7 +1,7 @@
 // The newc writer: GNU cpio (the reference reader) unpacks what it writes with the same contents and
 // modes, and the layout keeps the 4-byte alignment the kernel's unpacker relies on.
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { lstatSync, mkdtempSync, readFileSync, readlinkSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { cpioNewc } from "./cpioNewc.ts";
@@ -34,6 +34,7 @@ describe("cpioNewc", () => {
     { path: "test/sub/a", type: "file", content: "odd length" },
     { path: "test/empty", type: "file" },
     { path: "test/bin", type: "file", content: new Uint8Array([0, 1, 2, 255]) },
+    { path: "test/link", type: "symlink", content: "sub/a" },
   ]);
 
   it("aligns every header on 4 bytes and ends with the trailer", () => {
@@ -45,6 +46,7 @@ describe("cpioNewc", () => {
       "test/sub/a",
       "test/empty",
       "test/bin",
+      "test/link",
       "TRAILER!!!",
     ]);
     expect(entries.every((e) => e.offset % 4 === 0)).toBe(true);
@@ -56,6 +58,7 @@ describe("cpioNewc", () => {
       "100644",
       "100644",
       "100644",
+      "120777",
       "0",
     ]);
   });
@@ -74,6 +77,9 @@ describe("cpioNewc", () => {
       expect(readFileSync(join(dir, "test/sub/a"), "utf8")).toBe("odd length");
       expect(readFileSync(join(dir, "test/empty"))).toHaveLength(0);
       expect([...readFileSync(join(dir, "test/bin"))]).toEqual([0, 1, 2, 255]);
+      expect(lstatSync(join(dir, "test/link")).isSymbolicLink()).toBe(true);
+      expect(readlinkSync(join(dir, "test/link"))).toBe("sub/a");
+      expect(readFileSync(join(dir, "test/link"), "utf8")).toBe("odd length");
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -5,14 +5,18 @@
 export interface CpioEntry {
   /** Path inside the archive, relative ("test/run.sh"); parent folders must come first. */
   path: string;
-  /** "dir" entries have no content; files get mode 0755 when executable, else 0644. */
-  type: "dir" | "file";
+  /**
+   * "dir" entries have no content; files get mode 0755 when executable, else 0644; a "symlink"'s
+   * content is its target.
+   */
+  type: "dir" | "file" | "symlink";
   content?: string | Uint8Array;
   executable?: boolean;
 }
 
 const S_IFDIR = 0o040000;
 const S_IFREG = 0o100000;
+const S_IFLNK = 0o120000;
 const TRAILER = "TRAILER!!!";
 
 /** The archive holding `entries` in order, ending with the trailer entry. */
@@ -21,7 +25,12 @@ export function cpioNewc(entries: readonly CpioEntry[]): Buffer {
   entries.forEach((entry, i) => {
     checkPath(entry.path);
     const data = entry.type === "dir" ? Buffer.alloc(0) : Buffer.from(entry.content ?? "");
-    const mode = entry.type === "dir" ? S_IFDIR | 0o755 : S_IFREG | (entry.executable ? 0o755 : 0o644);
+    const mode =
+      entry.type === "dir"
+        ? S_IFDIR | 0o755
+        : entry.type === "symlink"
+          ? S_IFLNK | 0o777
+          : S_IFREG | (entry.executable ? 0o755 : 0o644);
     parts.push(record(entry.path, { ino: i + 1, mode, nlink: entry.type === "dir" ? 2 : 1 }, data));
   });
   parts.push(record(TRAILER, { ino: 0, mode: 0, nlink: 1 }, Buffer.alloc(0)));

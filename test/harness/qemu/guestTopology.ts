@@ -111,7 +111,7 @@ export function topologyScript(title: string, lines: string[], checks: string[])
     `# guestTopology: ${title}`,
     ...lines.map(
       (line) =>
-        `${line} || { echo ${quote(`guestTopology: failed: ${line}`)} >&2; exit ${TOPOLOGY_EXIT_CODE}; }`,
+        `${line} || { echo ${shellQuote(`guestTopology: failed: ${line}`)} >&2; exit ${TOPOLOGY_EXIT_CODE}; }`,
     ),
     ...checks,
     "",
@@ -126,6 +126,7 @@ export function awaitHttp(ns: string, url: string): string {
   );
 }
 
-function quote(text: string): string {
+/** `text` as one word for the guest's shell. */
+export function shellQuote(text: string): string {
   return `'${text.replaceAll("'", `'"'"'`)}'`;
 }

@@ -7,6 +7,7 @@ import { spawn, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
+import { StringDecoder } from "node:string_decoder";
 import { dirname, join } from "node:path";
 import { cpioNewc, type CpioEntry } from "./cpioNewc.ts";
 import { extractGuestOutput } from "./guestOutput.ts";
@@ -26,7 +27,26 @@ export interface IpvsGuestRun {
   extra?: CpioEntry[];
   /** Guest memory in MiB; default 512. */
   memoryMib?: number;
+  /**
+   * The API server on this machine's loopback port to reach from the guest, at GUEST_API; else the
+   * guest has no network device at all.
+   */
+  apiServerPort?: number;
+  /** Called with each line the guest prints, as it comes (the test's script can ask for steps). */
+  onLine?: (line: string) => void;
 }
+
+/**
+ * How the guest reaches the API server: QEMU's user networking with `restrict=on` (the guest reaches
+ * no host address and nothing beyond) and one forward, from `address`:`port` to the API server. The
+ * guest configures its NIC (`nic`, the e1000 its image loads) with `guestAddress` itself.
+ */
+export const GUEST_API = {
+  address: "10.0.2.100",
+  port: 6443,
+  nic: "eth0",
+  guestAddress: "10.0.2.15/24",
+} as const;
 
 export interface IpvsGuestResult {
   /** What the script printed (console line ends normalised to "\n"). */
@@ -87,13 +107,14 @@ export async function runInIpvsGuest(opts: IpvsGuestRun): Promise<IpvsGuestResul
       ]),
     );
     const args = [
-      ...["-accel", "tcg", "-cpu", "max", "-smp", "1", "-m", String(opts.memoryMib ?? 512), "-nic", "none"],
+      ...["-accel", "tcg", "-cpu", "max", "-smp", "1", "-m", String(opts.memoryMib ?? 512)],
+      ...["-nic", opts.apiServerPort === undefined ? "none" : apiForward(opts.apiServerPort)],
       ...["-nographic", "-no-reboot", "-kernel", image.kernel, "-initrd", initrd],
       // quiet + panic=-1: a failing /init ends QEMU at once instead of hanging; mitigations=off
       // spares emulated page-table switches on every syscall, which cost real time under TCG.
       ...["-append", `console=ttyS0 quiet panic=-1 mitigations=off plb_run=${runId}`],
     ];
-    const run = await runQemu(args, timeoutMs);
+    const run = await runQemu(args, timeoutMs, opts.onLine);
     const found = extractGuestOutput(run.serial, runId);
     if (!found) {
       const why = run.timedOut
@@ -107,6 +128,16 @@ export async function runInIpvsGuest(opts: IpvsGuestRun): Promise<IpvsGuestResul
   } finally {
     rmSync(tmp, { recursive: true, force: true });
   }
+}
+
+// QEMU runs the command for each connection the guest opens to the forwarded address, with the
+// connection as its stdin and stdout: busybox's nc (the bootstrap installs busybox-static) joins it
+// to the API server's port.
+function apiForward(port: number): string {
+  if (!Number.isInteger(port) || port < 1 || port > 65535)
+    throw new Error(`apiServerPort must be a TCP port (got ${port})`);
+  requireCommand("busybox", `${BOOTSTRAP_HINT} (it installs the Debian package busybox-static)`);
+  return `user,restrict=on,guestfwd=tcp:${GUEST_API.address}:${GUEST_API.port}-cmd:busybox nc 127.0.0.1 ${port}`;
 }
 
 function testArchive(opts: IpvsGuestRun): Buffer {
@@ -137,13 +168,21 @@ interface QemuRun {
   wallMs: number;
 }
 
-function runQemu(args: string[], timeoutMs: number): Promise<QemuRun> {
+function runQemu(args: string[], timeoutMs: number, onLine?: (line: string) => void): Promise<QemuRun> {
   return new Promise((resolvePromise, reject) => {
     const started = Date.now();
     const child = spawn(QEMU, args, { stdio: ["ignore", "pipe", "pipe"] });
     const serial: Buffer[] = [];
     const stderr: Buffer[] = [];
-    child.stdout.on("data", (chunk: Buffer) => serial.push(chunk));
+    let partial = "";
+    const decoder = new StringDecoder("utf8");
+    child.stdout.on("data", (chunk: Buffer) => {
+      serial.push(chunk);
+      if (!onLine) return;
+      const lines = (partial + decoder.write(chunk)).split("\n");
+      partial = lines.pop()!;
+      for (const line of lines) onLine(line.replace(/\r$/, ""));
+    });
     child.stderr.on("data", (chunk: Buffer) => stderr.push(chunk));
     let timedOut = false;
     const timer = setTimeout(() => {
