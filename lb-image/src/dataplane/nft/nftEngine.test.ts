@@ -1,6 +1,9 @@
 // The nftables engine in a network namespace of its own: it creates its table on first start,
 // adopts what is there on restart (no flush, no change), and applies by diff.
 import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import type { VirtualService } from "../model.ts";
 import { NftEngine, TUNNEL_CHECK_MS } from "./nftEngine.ts";
 import { batches, serviceChanges } from "./nftRuleset.ts";
@@ -293,6 +296,49 @@ describe("NftEngine", () => {
       expect(reports).toBe(2);
     } finally {
       engine.unwatch();
+    }
+  });
+
+  it("while its monitor watches, reads the table back on schedule only as a slower safety net", async () => {
+    execFileSync("ip", ["netns", "exec", NS, "nft", "flush", "ruleset"]);
+    // nft behind a wrapper that counts its runs.
+    const dir = mkdtempSync(join(tmpdir(), "nft-calls-"));
+    const calls = join(dir, "calls");
+    const counted: [string, ...string[]] = ["sh", "-c", `echo >>"$0"; exec ${nft.join(" ")} "$@"`, calls];
+    const runs = () => readFileSync(calls, "utf8").length;
+    const engine = new NftEngine(counted, ip);
+    /** The nft runs of one cheap check (its repair included), and how many drifts it found. */
+    const cheapCheck = async () => {
+      const before = runs();
+      const { drift } = await engine.repair(await engine.inspect("quick"));
+      return drift.length === 0 ? runs() - before : `${runs() - before} runs, drift`;
+    };
+    try {
+      await engine.apply([dns]);
+      await engine.verify("full");
+      // Unwatched, every cheap check looks at the table, and a full read may follow at once.
+      expect(await cheapCheck()).toBeGreaterThan(0);
+      expect(engine.fullReadAffordable()).toBe(true);
+      engine.watch(() => undefined);
+      const started = Date.now() + 5_000;
+      const withMonitor = runs() + 1;
+      while (runs() < withMonitor && Date.now() < started) await new Promise((r) => setTimeout(r, 20));
+      await engine.verify("full");
+      // Watched: no nft run for the next cheap checks, and no full read due, until the safety net's time.
+      expect([await cheapCheck(), await cheapCheck()]).toEqual([0, 0]);
+      expect(engine.fullReadAffordable()).toBe(false);
+      // A read that finds drift (here left unrepaired) ends the rest: the next check looks again.
+      inNs("nft add chain ip portable_lb mine");
+      expect((await engine.inspect("full")).drift).not.toEqual([]);
+      expect(await cheapCheck()).toMatch(/^[1-9]\d* runs, drift$/);
+      // Its repair ended on a clean read: the checks rest on that one again.
+      expect(await cheapCheck()).toBe(0);
+      engine.unwatch();
+      expect(await cheapCheck()).toBeGreaterThan(0);
+      expect(engine.fullReadAffordable()).toBe(true);
+    } finally {
+      engine.unwatch();
+      rmSync(dir, { recursive: true });
     }
   });
 

@@ -45,6 +45,16 @@ export const NFT_FULL_READ_MAX_SLOTS = 150_000;
  */
 export const TUNNEL_CHECK_MS = 1_000;
 
+/**
+ * While the monitor watches the table (it reports every foreign commit at once, and a restarted
+ * monitor asks for a full read), the scheduled nft read-backs are only its safety net: the cheap
+ * check's nft part at most every NFT_WATCHED_CHECK_MS, a full read every NFT_WATCHED_FULL_READ_MS,
+ * instead of every 0.5 s and 1 s (three and one nft processes each, most of an idle controller's
+ * CPU). The tunnels and the local VIP routes, which the monitor does not see, keep their pace.
+ */
+export const NFT_WATCHED_CHECK_MS = 5_000;
+export const NFT_WATCHED_FULL_READ_MS = 10_000;
+
 export class NftEngine extends DiffEngine<NftService> {
   readonly name = "nftables";
   /** The command, possibly behind a prefix such as `ip netns exec NS` (tests). */
@@ -61,6 +71,9 @@ export class NftEngine extends DiffEngine<NftService> {
   private tunnelBackends: Set<string> | undefined;
   /** When the tunnels were last read back (performance.now()). */
   private tunnelsReadAt = -Infinity;
+  /** When the table was last fully read, and last given the cheap check, finding it as applied (performance.now()). */
+  private fullReadAt = -Infinity;
+  private checkedAt = -Infinity;
 
   constructor(nft: [string, ...string[]] = ["nft"], ip: [string, ...string[]] = ["ip"]) {
     super();
@@ -126,6 +139,7 @@ export class NftEngine extends DiffEngine<NftService> {
     this.monitor = undefined;
   }
   override fullReadAffordable(): boolean {
+    if (this.monitor?.active && performance.now() - this.fullReadAt < NFT_WATCHED_FULL_READ_MS) return false;
     return this.slots <= NFT_FULL_READ_MAX_SLOTS;
   }
   /** The monitor runs while the table is small enough for its copy of it (NFT_MONITOR_MAX_SLOTS). */
@@ -136,6 +150,9 @@ export class NftEngine extends DiffEngine<NftService> {
   }
 
   protected async read(timeoutMs?: number): Promise<KernelRead<NftService[]>> {
+    const started = performance.now();
+    // Until this read finds the table clean, the checks do not rest on earlier ones.
+    this.fullReadAt = this.checkedAt = -Infinity;
     const parser = new NftTableParser();
     try {
       // -a: rule handles (for the cheap check); -n: numbers, not names from /etc/services;
@@ -154,6 +171,7 @@ export class NftEngine extends DiffEngine<NftService> {
     }
     const { services, drift, ruleHandles } = parser.result();
     this.handles = ruleHandles;
+    if (drift.length === 0) this.fullReadAt = started;
     return { state: services, drift };
   }
   protected render(desired: VirtualService[]): NftService[] {
@@ -187,7 +205,15 @@ export class NftEngine extends DiffEngine<NftService> {
     mode: "changed" | "quick",
     changed: ReadonlySet<string>,
   ): Promise<Drift[]> {
-    return mode === "changed" ? this.checkChanged(applied, changed) : this.checkAll(applied);
+    if (mode === "changed") return this.checkChanged(applied, changed);
+    const now = performance.now();
+    if (this.monitor?.active && now - Math.max(this.checkedAt, this.fullReadAt) < NFT_WATCHED_CHECK_MS)
+      return [];
+    this.checkedAt = -Infinity;
+    const drift = await this.checkAll(applied);
+    // Only a clean look counts: after a failed or drifted one, the next check looks again.
+    if (drift.length === 0) this.checkedAt = now;
+    return drift;
   }
 
   /**
