@@ -38,16 +38,15 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import type { LbConfigInput } from "@portable-lb/core/config";
 import { EcmpLab, nodeIp, nodeName, podIp, POD_CIDR } from "../test/harness/netns/ecmpLab.ts";
-import { DsrBackendNode } from "../test/harness/netns/dsrBackendNode.ts";
 import { startHttpEcho } from "../test/harness/netns/httpClient.ts";
+import { loadAcross } from "../test/harness/netns/loadAcross.ts";
 import { LbPod } from "../test/harness/netns/lbPod.ts";
-import { waitUntil, type LabNamespace } from "@portable-lb/lab";
-import type { VirtualService } from "../lb-image/src/dataplane/model.ts";
+import { waitUntil } from "@portable-lb/lab";
 import { createLbService } from "../test/harness/lbServices.ts";
 import { benchControlPlane, progress } from "./lib/benchSetup.ts";
 import { writeChart } from "./lib/charts.ts";
 import { FibPoller } from "./lib/fibPoller.ts";
-import { countCodes, runLoad } from "./lib/loadClient.ts";
+import { countCodes } from "./lib/loadClient.ts";
 import { machineInfo } from "./lib/report.ts";
 import { seededRandom, summarize } from "./lib/stats.ts";
 import { Teardown } from "./lib/teardown.ts";
@@ -241,22 +240,13 @@ async function resetRun(
   let requests = 0;
   /** Opens the connections, lets them settle, runs the event, and counts the connections it reset. */
   const underLoad = async (kind: "leave" | "join", event: () => Promise<unknown>) => {
-    const done = new AbortController();
-    const client = runLoad(b.ecmp.client.netns, {
-      urls: [`http://${VIP}:${PORT}/`],
-      connections: CONNECTIONS,
-      seconds: 60, // an upper bound: stopped once the event is over
-      intervalMs: 50,
-      stop: done.signal,
-    });
-    await sleep(2_000);
-    const at = Date.now();
-    await event();
-    await sleep(3_000);
-    done.abort();
-    const result = await client;
-    requests += result.requests;
-    const failed = result.failures.filter((f) => f.t >= at);
+    const { at, results } = await loadAcross(
+      b.ecmp.client.netns,
+      { kept: { urls: [`http://${VIP}:${PORT}/`], connections: CONNECTIONS, intervalMs: 50 } },
+      event,
+    );
+    requests += results.kept.requests;
+    const failed = results.kept.failures.filter((f) => f.t >= at);
     const reset = new Set(failed.map((f) => f.connection));
     // What the client saw, counted: who ended the connections.
     events.push({ kind, at, resets: reset.size, errors: countCodes(failed) });
@@ -387,32 +377,6 @@ function report(
   return { text: lines.join("\n"), byKind };
 }
 
-/**
- * The backend side of DSR on the backend's node, as the node agent prepares it (decap device, VIP
- * on the pod's lo, the node's notrack and MSS clamp), on a node strict about reverse paths that
- * drops conntrack-INVALID packets in FORWARD (as kube-proxy does).
- */
-async function prepareDsrBackend(
-  ecmp: EcmpLab,
-  b: { n: number; name: string; ip: string; nodeName: string },
-  pod: LabNamespace,
-  teardown: Teardown,
-): Promise<void> {
-  const node = await DsrBackendNode.create(ecmp.node(b.n).ns, [pod], ["cni0"]);
-  teardown.add({
-    name: `${b.name} DSR`,
-    stop: () => Promise.resolve(node.destroy()),
-    killNow: () => undefined,
-  });
-  const service: VirtualService = {
-    ...{ vip: VIP, port: PORT, protocol: "tcp", scheduler: "mh", forwarding: "dsr" },
-    backends: [{ ip: b.ip, port: PORT, weight: 1, nodeName: b.nodeName }],
-  };
-  const report = await node.applier().apply([service], b.nodeName);
-  if (report.failures.length > 0 || report.pods !== 1)
-    throw new Error(`${b.name}: DSR not prepared: ${JSON.stringify(report.failures)}`);
-}
-
 async function main(): Promise<void> {
   const o = options();
   if (process.getuid?.() !== 0) throw new Error("the benchmark needs root (network namespaces)");
@@ -440,7 +404,7 @@ async function main(): Promise<void> {
     for (const b of backends) {
       const pod = await ecmp.pod(b.n, b.name, 20);
       await startHttpEcho(pod, { port: PORT, name: b.name });
-      if (o.mode === "dsr") await prepareDsrBackend(ecmp, b, pod, teardown);
+      if (o.mode === "dsr") await ecmp.dsrBackend(b.n, pod, b.ip, [VIP], PORT);
     }
     await core.createNamespace({ body: { metadata: { name: NS } } });
     await createLbService(kc, NS, "web", CLASS, backends, { port: PORT });

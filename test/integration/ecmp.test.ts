@@ -6,14 +6,30 @@
 // capabilities, read-only root and volumes). The router's kernel FIB is what is asserted: the
 // shapes of the ECMP paper's Fig. 12 (thesis Table 7.2), and the right next-hop set after every
 // failure; BFD must be Up on every session, and the router must learn each LB's path once per
-// reflector.
+// reflector. Group a is served by direct server return, the mode the product ships (the backends
+// prepared by the node agent's DSR applier, run as the agent runs it), so no connection, long-lived
+// or new, may fail while LB pods leave and join; group b by SNAT, whose loss of the connections ECMP
+// moves is the control.
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import { readFileSync } from "node:fs";
+import { setTimeout as sleep } from "node:timers/promises";
 import type { LbConfigInput } from "@portable-lb/core/config";
 import { parseBirdBfdSessions, upPeers } from "../harness/bfdSessions.ts";
-import { EcmpLab, nodeIp, nodeName, podIp, POD_CIDR, ROUTER_IP } from "../harness/netns/ecmpLab.ts";
-import { httpHistogram, startHttpEcho, type Histogram } from "../harness/netns/httpClient.ts";
+import {
+  CLIENT_IP,
+  EcmpLab,
+  nodeIp,
+  nodeName,
+  podIp,
+  POD_CIDR,
+  ROUTER_IP,
+} from "../harness/netns/ecmpLab.ts";
+import { httpHistogram, startHttpEcho } from "../harness/netns/httpClient.ts";
 import { LbPod } from "../harness/netns/lbPod.ts";
+import { countCodes } from "../../bench/lib/loadClient.ts";
+import { loadAcross, type LoadAcrossOptions, type LoadAcrossResult } from "../harness/netns/loadAcross.ts";
+import { NFT_TABLE } from "../../lb-image/src/dataplane/nft/nftState.ts";
+import { FLOW_TIMEOUT_S } from "../../lb-image/src/dataplane/nft/nftRuleset.ts";
 import { processPrivileges } from "../harness/netns/deployedPod.ts";
 import { exportedPerSession, parseProtocols } from "../../lb-image/src/bgp/birdOutput.ts";
 import { createLbService } from "../harness/lbServices.ts";
@@ -29,10 +45,27 @@ const timing = {
 };
 // Two LB groups, as the paper's two VIP ranges served by three and by two LBs.
 const GROUPS = {
-  a: { class: "portable-lb.io/a", pool: "10.1.2.0/24", vip: "10.1.2.1", nodes: [1, 2, 3], host: 10 },
-  b: { class: "portable-lb.io/b", pool: "10.1.3.0/24", vip: "10.1.3.1", nodes: [1, 2], host: 11 },
+  a: {
+    class: "portable-lb.io/a",
+    pool: "10.1.2.0/24",
+    vip: "10.1.2.1",
+    nodes: [1, 2, 3],
+    host: 10,
+    mode: "dsr",
+  },
+  b: {
+    class: "portable-lb.io/b",
+    pool: "10.1.3.0/24",
+    vip: "10.1.3.1",
+    nodes: [1, 2],
+    host: 11,
+    mode: "snat",
+  },
 } as const;
 type Group = keyof typeof GROUPS;
+/** The Services' port and the backends' (equal: direct server return cannot remap ports). */
+const PORT = 8080;
+const url = (group: Group) => `http://${GROUPS[group].vip}:${PORT}/`;
 
 const adminKc = new KubeConfig();
 adminKc.loadFromFile(testKubeconfig());
@@ -52,7 +85,7 @@ function lbConfig(group: Group): LbConfigInput {
     routingMode: "bgp",
     podCidr: POD_CIDR,
     vipPools: [{ name: group, cidr: g.pool, avoidBuggyIps: true }],
-    dataPlane: { engine: "nftables" },
+    dataPlane: { engine: "nftables", mode: g.mode },
     bgp: { asn: ASN, routeReflectors: ecmp.reflectorAddresses(), gracefulRestartS: 120, ...timing },
   };
 }
@@ -159,8 +192,100 @@ async function sessionStates(n: number): Promise<Record<string, string>> {
   return Object.fromEntries(sessions.map((s) => [s.name, `${s.since} ${s.info}`]));
 }
 
-const spread = (vip: string, by: "client" | "name", count = 90) =>
-  httpHistogram(ecmp.client, `http://${vip}/`, { count, by, requestTimeoutMs: 2_000 });
+const spread = (group: Group, by: "client" | "name", count = 90) =>
+  httpHistogram(ecmp.client, url(group), { count, by, requestTimeoutMs: 2_000 });
+
+/**
+ * Connections LB pod a<n> has taken for group a's VIP, by its controller's metric (under DSR the
+ * backends see the client, not the LB: its count is what tells which LBs a request went through).
+ */
+async function taken(n: number): Promise<number> {
+  const lb = pod("a", n);
+  const { body } = await lb.get(lb.config.ports.metrics, "/metrics");
+  const line = body
+    .split("\n")
+    .find(
+      (l) =>
+        l.startsWith("portable_lb_vip_connections_total{") &&
+        l.includes(`vip="${GROUPS.a.vip}"`) &&
+        l.includes(`port="${PORT}"`),
+    );
+  return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(" ") + 1));
+}
+const takenBy = async (nodes: number[]) => Promise.all(nodes.map(async (n) => [n, await taken(n)] as const));
+/** The LB pods of `after` whose count rose since `before`. */
+const rose = (before: (readonly [number, number])[], after: (readonly [number, number])[]) =>
+  after.filter(([n, c]) => c > (before.find(([m]) => m === n)?.[1] ?? 0)).map(([n]) => n);
+
+/**
+ * Requests to group a's VIP, each on a new connection: the address the backends saw them from (the
+ * client's own: DSR) and which of the LB pods on `nodes` took some.
+ */
+async function dsrSpread(nodes: number[], count: number) {
+  const before = await takenBy(nodes);
+  const h = await spread("a", "client", count);
+  const lbs = rose(before, await takenBy(nodes));
+  return { failures: h.failures, errors: h.errors, clients: Object.keys(h.counts), lbs };
+}
+
+/** Group a's flows from the client in LB pod a<n>'s flow table (DSR): source port → ms left. */
+async function flowTable(n: number): Promise<Map<string, number>> {
+  const listing = await pod("a", n).o.ns.run("nft", ["list", "map", "ip", NFT_TABLE, "flows_tcp"]);
+  const entry = new RegExp(
+    `${CLIENT_IP} \\. (\\d+) \\. ${GROUPS.a.vip} \\. ${PORT} (?:timeout \\S+ )?expires (?:(\\d+)m(?!s))?(?:(\\d+)s)?(?:(\\d+)ms)?`,
+    "g",
+  );
+  return new Map(
+    [...listing.matchAll(entry)].map((m) => [
+      m[1]!,
+      (+(m[2] ?? 0) * 60 + +(m[3] ?? 0)) * 1000 + +(m[4] ?? 0),
+    ]),
+  );
+}
+
+/**
+ * The long-lived connections through LB pod a<n>: flows in its table that a packet refreshed in
+ * the last second and that were there 1.5 s before (a new connection's entry lives on after it
+ * ends, but nothing refreshes it).
+ */
+async function longLivedThrough(n: number): Promise<number> {
+  const first = await flowTable(n);
+  await sleep(1_500);
+  const now = await flowTable(n);
+  return [...now].filter(([port, leftMs]) => first.has(port) && leftMs >= (FLOW_TIMEOUT_S - 1) * 1000).length;
+}
+
+/**
+ * The load an LB change runs under: 30 keep-alive connections (a request every 100 ms each, so
+ * hash-threshold ECMP moves some of them at every change of the next hops) and new connections one
+ * after another on two more, every 50 ms each.
+ */
+const KEPT = 30;
+const LB_CHANGE_LOAD = (group: Group): Record<"kept" | "fresh", LoadAcrossOptions> => ({
+  kept: { urls: [url(group)], connections: KEPT, intervalMs: 100 },
+  fresh: { urls: [url(group)], connections: 2, intervalMs: 50, fresh: true },
+});
+type LbChangeResults = LoadAcrossResult<"kept" | "fresh">["results"];
+
+/** The figures of a load across an LB change, for the log. */
+const lbChangeFigures = (r: LbChangeResults, carried: number) =>
+  `${KEPT} long-lived connections (${carried} of them through the LB that left), ${r.kept.requests} requests, ` +
+  `${r.kept.failures.length} failed, ${r.kept.opened - KEPT} reopened; new connections: ` +
+  `${r.fresh.requests} requests, ${r.fresh.failures.length} failed`;
+
+/**
+ * Not one request failed, on the long-lived connections or the new ones; each long-lived
+ * connection is still the one it opened; and the LB that left carried some of them (else ECMP had
+ * none to move, and the zero would prove nothing).
+ */
+function expectNoneLost(r: LbChangeResults, carried: number): void {
+  expect({ kept: r.kept.failures, reopened: r.kept.opened - KEPT, fresh: r.fresh.failures }).toEqual({
+    kept: [],
+    reopened: 0,
+    fresh: [],
+  });
+  expect(carried).toBeGreaterThan(0);
+}
 
 beforeAll(async () => {
   ecmp = await EcmpLab.create({
@@ -172,13 +297,15 @@ beforeAll(async () => {
     gracefulRestartS: 120,
     ...timing,
   });
-  const backends = [1, 2, 3].map((n) => ({ name: `b${n}`, ip: podIp(n, 20) }));
-  for (const [i, b] of backends.entries()) {
-    await startHttpEcho(await ecmp.pod(i + 1, b.name, 20), { port: 8080, name: b.name });
+  const backends = [1, 2, 3].map((n) => ({ n, name: `b${n}`, ip: podIp(n, 20), nodeName: nodeName(n) }));
+  for (const b of backends) {
+    const ns = await ecmp.pod(b.n, b.name, 20);
+    await startHttpEcho(ns, { port: PORT, name: b.name });
+    await ecmp.dsrBackend(b.n, ns, b.ip, [GROUPS.a.vip], PORT);
   }
   await core.createNamespace({ body: { metadata: { name: NS } } });
   for (const [group, g] of Object.entries(GROUPS))
-    await createLbService(adminKc, NS, `web-${group}`, g.class, backends);
+    await createLbService(adminKc, NS, `web-${group}`, g.class, backends, { port: PORT });
 });
 
 afterAll(async () => {
@@ -191,31 +318,33 @@ describe("ECMP over every LB pod, through route reflectors, to an FRR router", (
   it("one LB: one next hop, and every request goes through it to every backend", async () => {
     await startPod("a", 1);
     await expectHops(GROUPS.a.vip, [1], 30_000);
-    const byBackend = await spread(GROUPS.a.vip, "name");
+    const byBackend = await spread("a", "name");
     expect({ failures: byBackend.failures, backends: Object.keys(byBackend.counts).sort() }).toEqual({
       failures: 0,
       backends: ["b1", "b2", "b3"],
     });
   });
 
-  it("three LBs: three next hops of weight 1, and requests spread over the three LBs", async () => {
+  it("three LBs: three next hops of weight 1, and requests spread over the three LBs, the client's address reaching the backends", async () => {
     await Promise.all([startPod("a", 2), startPod("a", 3)]);
     await expectHops(GROUPS.a.vip, [1, 2, 3], 30_000);
     // The router learns each LB's path once through each reflector: 3 LBs × 2 reflectors, no more
     // (a reflector passing on the other's paths too made it 10 here, 12 in the lab).
     await expectPathsOnce(GROUPS.a.vip, [1, 2, 3]);
-    const byLb = await spread(GROUPS.a.vip, "client");
-    expect({ failures: byLb.failures, lbs: Object.keys(byLb.counts).sort() }).toEqual({
+    expect(await dsrSpread([1, 2, 3], 90)).toEqual({
       failures: 0,
-      lbs: [1, 2, 3].map((n) => podIp(n, GROUPS.a.host)),
+      errors: {},
+      clients: [CLIENT_IP],
+      lbs: [1, 2, 3],
     });
   });
 
-  it("two services on three and on two LBs: two separate multipath routes", async () => {
+  it("two services on three and on two LBs, by DSR and by SNAT: two separate multipath routes", async () => {
     await Promise.all([startPod("b", 1), startPod("b", 2)]);
     await expectHops(GROUPS.b.vip, [1, 2], 30_000);
     expect(await hops(GROUPS.a.vip)).toEqual(expected([1, 2, 3]));
-    const byLb = await spread(GROUPS.b.vip, "client", 60);
+    // SNAT: the backends see the LB pods' addresses.
+    const byLb = await spread("b", "client", 60);
     expect(Object.keys(byLb.counts).sort()).toEqual([1, 2].map((n) => podIp(n, GROUPS.b.host)));
     await expectPathsOnce(GROUPS.b.vip, [1, 2]);
   });
@@ -247,58 +376,55 @@ describe("ECMP over every LB pod, through route reflectors, to an FRR router", (
       });
   });
 
-  it("speaker SIGKILL: its node leaves the route, and comes back when the container restarts", async () => {
-    const lb = pod("a", 3);
-    await lb.speaker!.signal("SIGKILL", 5_000);
-    await expectHops(GROUPS.a.vip, [1, 2], 5_000);
-    lb.startSpeaker();
-    await expectHops(GROUPS.a.vip, [1, 2, 3]);
+  it("speaker SIGKILL: its node leaves the route and is back when the container restarts; by DSR no connection fails, long-lived or new", async () => {
+    let carried = 0;
+    const { results } = await loadAcross(ecmp.client.netns, LB_CHANGE_LOAD("a"), async () => {
+      // Long-lived connections go through the pod that leaves: ECMP must move them.
+      carried = await longLivedThrough(3);
+      await pod("a", 3).speaker!.signal("SIGKILL", 5_000);
+      await expectHops(GROUPS.a.vip, [1, 2], 5_000);
+      await sleep(2_000);
+      pod("a", 3).startSpeaker();
+      await expectHops(GROUPS.a.vip, [1, 2, 3]);
+    });
+    console.log(`speaker SIGKILL and back: ${lbChangeFigures(results, carried)}`);
+    expectNoneLost(results, carried);
   });
 
-  it("graceful stop: the pod serves until the router has moved its flows off it, so none is lost", async () => {
+  it("graceful stop: the pod serves until the router has moved its flows off it; by DSR no connection fails, long-lived or new, through the stop and the pod's return", async () => {
     const lb = pod("a", 3);
-    const lbs = (nodes: number[]) => nodes.map((n) => podIp(n, GROUPS.a.host));
-    // Requests one after another, each on a new connection, from before the stop until it is over,
-    // counted by the LB that forwarded them (it SNATs).
-    let stopping = true;
-    const during: Histogram[] = [];
-    const load = (async () => {
-      while (stopping) during.push(await spread(GROUPS.a.vip, "client", 20));
-    })();
-    const forwardedBy = () => [...new Set(during.flatMap((h) => Object.keys(h.counts)))].sort();
-    // The load runs across the stop: it has reached every LB, the stopping one included, first.
-    await settle(() => forwardedBy().join() === lbs([1, 2, 3]).join(), 30_000).catch(async (err: unknown) => {
-      stopping = false;
-      await load;
-      throw err;
-    });
     let failedHooks: string[] = [];
-    const changes = await watchHops(GROUPS.a.vip, async () => {
-      failedHooks = await lb.stopGracefully().finally(() => {
-        stopping = false;
-      });
+    let changes: string[][] = [];
+    let hopsAfter: string[] = [];
+    let after: Awaited<ReturnType<typeof dsrSpread>> | undefined;
+    let carried = 0;
+    const before = await takenBy([1, 2, 3]);
+    const { results } = await loadAcross(ecmp.client.netns, LB_CHANGE_LOAD("a"), async () => {
+      // The load runs across the stop: it has reached every LB, the stopping one included, first.
+      await settle(async () => rose(before, await takenBy([1, 2, 3])).join() === "1,2,3", 30_000);
+      carried = await longLivedThrough(3);
+      try {
+        changes = await watchHops(GROUPS.a.vip, async () => {
+          failedHooks = await lb.stopGracefully();
+        });
+        // Both containers have exited and the pod's network is gone: by then the router had
+        // dropped the node, and every new connection reaches the other two LBs.
+        hopsAfter = await hops(GROUPS.a.vip);
+        after = await dsrSpread([1, 2], 60);
+      } finally {
+        // The pod comes back (under the same load: its join) before the verdict, so a failure here
+        // does not cascade into the next tests.
+        await startPod("a", 3);
+        await expectHops(GROUPS.a.vip, [1, 2, 3], 30_000);
+      }
     });
-    await load;
-    // Both containers have exited and the pod's network is gone: by then the router had dropped the
-    // node, and every new connection reaches the other two LBs.
-    const hopsAfter = await hops(GROUPS.a.vip);
-    const after = await spread(GROUPS.a.vip, "client", 60);
-    // The pod comes back before the verdict, so a failure here does not cascade into the next tests.
-    await startPod("a", 3);
-    await expectHops(GROUPS.a.vip, [1, 2, 3], 30_000);
     expect({ changes, hopsAfter }).toEqual({
       changes: [expected([1, 2, 3]), expected([1, 2])],
       hopsAfter: expected([1, 2]),
     });
     // The controller's preStop (httpGet /prestop) withdrew the VIPs.
     expect(failedHooks.filter((h) => h.startsWith("controller:"))).toEqual([]);
-    expect({ failures: after.failures, errors: after.errors, lbs: Object.keys(after.counts).sort() }).toEqual(
-      {
-        failures: 0,
-        errors: {},
-        lbs: lbs([1, 2]),
-      },
-    );
+    expect(after).toEqual({ failures: 0, errors: {}, clients: [CLIENT_IP], lbs: [1, 2] });
     // The controller drained before it exited: it served on until no new connection had come for
     // the quiet period (default 3 s).
     const drained = readFileSync(lb.controller!.logFile, "utf8")
@@ -307,13 +433,11 @@ describe("ECMP over every LB pod, through route reflectors, to an FRR router", (
       .map((l) => JSON.parse(l) as { quiet: boolean; waitedMs: number });
     expect(drained.at(-1)).toMatchObject({ quiet: true, waitedMs: expect.any(Number) });
     expect(drained.at(-1)!.waitedMs).toBeGreaterThanOrEqual(3_000);
-    // While the next-hop set changes, hash-threshold ECMP moves some flows to another LB, which
-    // resets a connection it has no state for (the rehash weakness the BGP bench measures). With one
-    // connection open at a time, that is at most one request per change, and only a reset: a request
-    // lost to the stopping pod would time out instead.
-    const reasons = new Set(during.flatMap((h) => Object.keys(h.errors)));
-    expect([...reasons].filter((r) => !r.includes("Connection reset by peer"))).toEqual([]);
-    expect(during.reduce((n, h) => n + h.failures, 0)).toBeLessThanOrEqual(changes.length - 1);
+    // While the next-hop set changes, hash-threshold ECMP moves flows to another LB; by DSR that
+    // LB picks the same backend (the same Maglev table), and the backend answers the client
+    // itself, so not one request fails (SNAT resets each moved connection: see the join case).
+    console.log(`graceful stop and return: ${lbChangeFigures(results, carried)}`);
+    expectNoneLost(results, carried);
   });
 
   it("node link down: the node leaves the route; link up: it is back", async () => {
@@ -333,7 +457,7 @@ describe("ECMP over every LB pod, through route reflectors, to an FRR router", (
     console.log(`node route deleted: node 3 left the router's route after ${leftAfterMs} ms`);
   });
 
-  it("join: a new LB pod announces only once its node routes the pool to it", async () => {
+  it("join: a new LB pod announces only once its node routes the pool to it; by SNAT, the long-lived connections ECMP moves to it are reset (the control for DSR's zero)", async () => {
     const name = podName("b", 3);
     const g = GROUPS.b;
     const ns = await ecmp.pod(3, name, g.host, { forwarding: true });
@@ -348,20 +472,39 @@ describe("ECMP over every LB pod, through route reflectors, to an FRR router", (
       kubeconfig: testKubeconfig(),
       namespace: NS,
     });
-    await lb.start();
-    // Its rules and sessions come up, but without the node's route it must stay out.
-    await settle(async () => (await lb.birdc("show", "protocols")).includes("Established"), 30_000);
-    await new Promise((r) => setTimeout(r, 3_000));
-    expect(await hops(g.vip)).toEqual(expected([1, 2]));
-    expect(readFileSync(lb.controller!.logFile, "utf8")).toContain(
-      "the node does not route the pool to this pod",
-    );
-    await ecmp.nodeRoute(3, g.pool, podIp(3, g.host));
-    await expectHops(g.vip, [1, 2, 3], 5_000);
-    expect((await spread(g.vip, "client", 30)).failures).toBe(0);
-    expect(await lb.stopGracefully()).toEqual([]);
-    await lb.destroy();
-    await ecmp.node(3).ns.ip("route", "del", g.pool);
+    // Gone again whatever the verdict, so that a failure here does not cascade into the next tests.
+    try {
+      await lb.start();
+      // Its rules and sessions come up, but without the node's route it must stay out.
+      await settle(async () => (await lb.birdc("show", "protocols")).includes("Established"), 30_000);
+      await new Promise((r) => setTimeout(r, 3_000));
+      expect(await hops(g.vip)).toEqual(expected([1, 2]));
+      expect(readFileSync(lb.controller!.logFile, "utf8")).toContain(
+        "the node does not route the pool to this pod",
+      );
+      const { at, results } = await loadAcross(
+        ecmp.client.netns,
+        { kept: LB_CHANGE_LOAD("b").kept },
+        async () => {
+          await ecmp.nodeRoute(3, g.pool, podIp(3, g.host));
+          await expectHops(g.vip, [1, 2, 3], 5_000);
+        },
+      );
+      // The new LB has no state for a connection ECMP moves to it: it masquerades the next packet
+      // with its own address, and the backend, which knows no such connection, resets it.
+      const reset = new Set(results.kept.failures.map((f) => f.connection));
+      console.log(
+        `SNAT join: ${reset.size} of ${KEPT} long-lived connections reset (${JSON.stringify(countCodes(results.kept.failures))})`,
+      );
+      expect(results.kept.failures.filter((f) => f.t < at)).toEqual([]);
+      expect(reset.size).toBeGreaterThan(0);
+      // New connections all get through, the new LB's included.
+      expect((await spread("b", "client", 30)).failures).toBe(0);
+      expect(await lb.stopGracefully()).toEqual([]);
+    } finally {
+      await lb.destroy();
+      await ecmp.node(3).ns.exec("ip", ["route", "del", g.pool]);
+    }
     await expectHops(g.vip, [1, 2], 5_000);
   });
 
@@ -386,7 +529,17 @@ describe("ECMP over every LB pod, through route reflectors, to an FRR router", (
     const back = await sessionStates(3);
     expect(Object.keys(back)).toEqual(["reflector_1", "reflector_2"]);
     await new Promise((r) => setTimeout(r, 5_000));
-    expect(await sessionStates(3)).toEqual(back);
+    // BIRD works out the time of a session's last change anew for each reading (monotonic to wall
+    // clock): it can move by a millisecond. A reset would move it by seconds.
+    const now = await sessionStates(3);
+    const sameChange = (a: string, b: string | undefined) =>
+      b !== undefined &&
+      a.slice(a.indexOf(" ")) === b.slice(b.indexOf(" ")) &&
+      Math.abs(Date.parse(a.split(" ")[0]!) - Date.parse(b.split(" ")[0]!)) <= 10;
+    const unchanged =
+      Object.keys(now).join() === Object.keys(back).join() &&
+      Object.entries(back).every(([name, state]) => sameChange(state, now[name]));
+    expect(unchanged ? back : now).toEqual(back);
   });
 
   it("route reflector restart: the other reflector keeps every path in the router", async () => {
@@ -431,6 +584,6 @@ describe("ECMP over every LB pod, through route reflectors, to an FRR router", (
     });
     expect(seen).toEqual([expected([1, 2, 3])]);
     expect(await hops(GROUPS.b.vip)).toEqual(expected([1, 2]));
-    expect((await spread(GROUPS.a.vip, "name", 30)).failures).toBe(0);
+    expect((await spread("a", "name", 30)).failures).toBe(0);
   });
 });

@@ -19,8 +19,10 @@ import {
 import { join } from "node:path";
 import { RR_PATHS, routeReflectorPodSpec } from "../../../packages/core/src/routeReflector/podSpec.ts";
 import { type Bridge, FrrRouter, type LabNamespace, NetnsLab } from "@portable-lb/lab";
+import type { VirtualService } from "../../../lb-image/src/dataplane/model.ts";
 import { parseFrrBfdPeers, upPeers } from "../bfdSessions.ts";
 import { DeployedPod } from "./deployedPod.ts";
+import { DsrBackendNode } from "./dsrBackendNode.ts";
 import type { LbPod } from "./lbPod.ts";
 import type { WatchedProcess } from "./watchedProcess.ts";
 
@@ -67,6 +69,7 @@ export class EcmpLab {
   readonly routerNs: LabNamespace;
   router!: FrrRouter;
   readonly reflectors = new Map<number, { pod: DeployedPod; bird: WatchedProcess }>();
+  readonly #dsrNodes: DsrBackendNode[] = [];
 
   private constructor(
     lab: NetnsLab,
@@ -244,6 +247,24 @@ export class EcmpLab {
     return ns;
   }
 
+  /**
+   * The backend side of DSR for backend pod `pod` (at `ip`) on node `n`, as the node agent prepares
+   * it (decap device, each of `vips` on the pod's lo, the node's notrack and MSS clamp), on a node
+   * strict about reverse paths that drops conntrack-INVALID packets in FORWARD (as kube-proxy does).
+   * Undone by `destroy`.
+   */
+  async dsrBackend(n: number, pod: LabNamespace, ip: string, vips: string[], port: number): Promise<void> {
+    const node = await DsrBackendNode.create(this.node(n).ns, [pod], ["cni0"]);
+    this.#dsrNodes.push(node);
+    const services = vips.map((vip): VirtualService => ({
+      ...{ vip, port, protocol: "tcp", scheduler: "mh", forwarding: "dsr" },
+      backends: [{ ip, port, weight: 1, nodeName: nodeName(n) }],
+    }));
+    const report = await node.applier().apply(services, nodeName(n));
+    if (report.failures.length > 0 || report.pods !== 1)
+      throw new Error(`${pod.name}: DSR not prepared: ${JSON.stringify(report.failures)}`);
+  }
+
   /** Cuts node `n` off the node network (its uplink down: the kernel drops its routes through it). */
   async uplinkDown(n: number): Promise<void> {
     const node = this.node(n);
@@ -265,6 +286,8 @@ export class EcmpLab {
   }
 
   async destroy(): Promise<void> {
+    // Their bind mounts would keep the pods' namespaces alive.
+    for (const node of this.#dsrNodes.splice(0)) node.destroy();
     await this.router.stop().catch(() => undefined);
     for (const { pod } of this.reflectors.values()) await pod.kill();
     await this.lab.destroy();
