@@ -1,7 +1,24 @@
 export {
+  environmentSchemaWith,
   kubeconfigEnvironmentSchema,
+  planEnvironment,
+  planFacts,
   resolveEnvironment,
   type Environment,
   type KubeconfigEnvironmentConfig,
+  type ProvisioningEnvironmentConfig,
 } from "./environment.ts";
+export { awsEnvironmentSchema, awsPlan, type AwsEnvironmentConfig, type AwsPlan } from "./awsEnvironment.ts";
+export { gcpEnvironmentSchema, gcpPlan, type GcpEnvironmentConfig, type GcpPlan } from "./gcpEnvironment.ts";
+export { onpremEnvironmentSchema, onpremPlan, type OnpremEnvironmentConfig } from "./onpremEnvironment.ts";
+export { cloudNodePlan, type CloudNodePlan, type CloudSubnet } from "./cloudNodePlan.ts";
+export {
+  NODE_ROLES,
+  lbNodesOf,
+  type CloudRouteFacts,
+  type EnvironmentPlan,
+  type NodeFact,
+  type NodeRole,
+  type ProvisionedEnvironment,
+} from "./provider.ts";
 export { PROBE_TIMEOUT_MS, probeCluster, readKubeconfig, type KubeconfigFile } from "./kubeconfigFile.ts";

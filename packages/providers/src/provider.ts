@@ -1,0 +1,43 @@
+// The one interface every provisioning environment (onprem, aws, gcp) offers PortableCluster: the
+// machines it made, the cluster's kubeconfig (a secret, known without SSH), and the network facts the
+// LB needs. The node facts are planned before anything exists, so the checks at preview see them.
+import type { ClusterEnvironment, Platform } from "@portable-lb/core";
+import type * as pulumi from "@pulumi/pulumi";
+
+export const NODE_ROLES = ["control-plane", "lb", "worker"] as const;
+export type NodeRole = (typeof NODE_ROLES)[number];
+
+/** One machine of the cluster, as planned: its Kubernetes node name and its address on the node network. */
+export interface NodeFact {
+  name: string;
+  role: NodeRole;
+  address: string;
+  /** The cloud zone it runs in (aws, gcp). */
+  zone?: string;
+}
+
+/** Where cloud-routes mode writes VIP routes: AWS route tables (known once created), or a GCP network. */
+export type CloudRouteFacts =
+  | { cloud: "aws"; routeTableIds: pulumi.Output<string[]> }
+  | { cloud: "gcp"; project: string; network: string };
+
+/** What a provisioning environment is known to be at preview, before any machine exists. */
+export interface EnvironmentPlan {
+  platform: Platform;
+  nodes: NodeFact[];
+  /** The upstream routers the route reflectors peer with, when the network offers BGP. */
+  bgp?: { routers: string[] };
+}
+
+/** A provisioned environment: what PortableCluster takes, plus the machines and the cloud's routes. */
+export interface ProvisionedEnvironment extends ClusterEnvironment {
+  kubeconfig: pulumi.Output<string>;
+  nodes: NodeFact[];
+  lbNodeCount: number;
+  cloudRoutes?: CloudRouteFacts;
+}
+
+/** The LB nodes of a plan: they carry the LB label and run one LB pod each. */
+export function lbNodesOf(nodes: readonly NodeFact[]): NodeFact[] {
+  return nodes.filter((n) => n.role === "lb");
+}
