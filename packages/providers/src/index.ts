@@ -22,3 +22,18 @@ export {
   type ProvisionedEnvironment,
 } from "./provider.ts";
 export { PROBE_TIMEOUT_MS, probeCluster, readKubeconfig, type KubeconfigFile } from "./kubeconfigFile.ts";
+export {
+  API_SERVER_PORT,
+  KUBERNETES_VERSION,
+  renderBootstrapScript,
+  type BootstrapScriptInput,
+  type ProviderIdSource,
+} from "./bootstrap/bootstrapScript.ts";
+export { BOOTSTRAP_SCRIPT_PATH, renderCloudInit } from "./bootstrap/cloudInit.ts";
+export { caCertHash } from "./bootstrap/caCertHash.ts";
+export {
+  ADMIN_GROUP,
+  renderAdminKubeconfig,
+  type AdminKubeconfigInput,
+} from "./bootstrap/adminKubeconfig.ts";
+export { ClusterCredentials, type ClusterCredentialsArgs } from "./bootstrap/clusterCredentials.ts";
