@@ -37,3 +37,14 @@ export {
   type AdminKubeconfigInput,
 } from "./bootstrap/adminKubeconfig.ts";
 export { ClusterCredentials, type ClusterCredentialsArgs } from "./bootstrap/clusterCredentials.ts";
+export {
+  API_PORT_RANGE,
+  CLUSTER_PORTS,
+  ROUTER_PORTS,
+  vipPortRanges,
+  type PortRange,
+} from "./clusterPorts.ts";
+export { AwsCluster, type AwsClusterArgs } from "./aws/awsCluster.ts";
+export { AwsNetwork, type AwsNetworkArgs } from "./aws/awsNetwork.ts";
+export { AwsSecurityGroups, type AwsSecurityGroupsArgs } from "./aws/awsSecurityGroups.ts";
+export { EC2_ASSUME_ROLE_POLICY, LbNodeRole, type LbNodeRoleArgs } from "./aws/lbNodeRole.ts";

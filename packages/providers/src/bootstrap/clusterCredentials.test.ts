@@ -2,30 +2,23 @@
 // cluster trusts (a CA, an admin in kubeadm:cluster-admins, a token in kubeadm's format), the CA hash
 // as openssl computes it, and a kubeconfig the Kubernetes client loads.
 import { execSync } from "node:child_process";
-import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { KubeConfig } from "@kubernetes/client-node";
 import * as pulumi from "@pulumi/pulumi";
 import { installMocks, settled, typeChain, valueOf } from "../../../../test/unit/pulumiMocks.ts";
+import {
+  TEST_CA_CERT,
+  TEST_CA_KEY,
+  TEST_JOIN_TOKEN,
+  credentialOutputs,
+} from "./__fixtures__/testCredentials.ts";
 import { caCertHash } from "./caCertHash.ts";
 import { ClusterCredentials } from "./clusterCredentials.ts";
 
 const FIXTURES = join(__dirname, "__fixtures__");
-const caCert = readFileSync(join(FIXTURES, "test-ca.crt"), "utf8");
-const caKey = readFileSync(join(FIXTURES, "test-ca.key"), "utf8");
-
-// What the tls and random providers would return: the fixture CA stands in for every certificate.
-const recorded = installMocks({
-  outputs: (type) =>
-    ({
-      "tls:index/privateKey:PrivateKey": { privateKeyPem: caKey },
-      "tls:index/selfSignedCert:SelfSignedCert": { certPem: caCert },
-      "tls:index/certRequest:CertRequest": { certRequestPem: "csr" },
-      "tls:index/locallySignedCert:LocallySignedCert": { certPem: caCert },
-      "random:index/randomString:RandomString": { result: "abc123" },
-      "random:index/randomPassword:RandomPassword": { result: "0123456789abcdef" },
-    })[type],
-});
+const caCert = TEST_CA_CERT;
+const caKey = TEST_CA_KEY;
+const recorded = installMocks({ outputs: credentialOutputs });
 
 describe("caCertHash", () => {
   it("is sha256 of the CA's public key, as kubeadm and openssl compute it", () => {
@@ -66,7 +59,7 @@ describe("ClusterCredentials", () => {
     const ca = recorded.find((r) => r.type === "tls:index/selfSignedCert:SelfSignedCert")!;
     expect(ca.name).toBe("plb-ca");
 
-    expect(await valueOf(creds.joinToken)).toBe("abc123.0123456789abcdef");
+    expect(await valueOf(creds.joinToken)).toBe(TEST_JOIN_TOKEN);
     expect(await valueOf(creds.caCertHash)).toBe(caCertHash(caCert));
     for (const secret of [creds.joinToken, creds.caKeyPem, creds.adminKeyPem, kubeconfig])
       expect(await pulumi.isSecret(secret)).toBe(true);
