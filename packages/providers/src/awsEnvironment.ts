@@ -30,7 +30,7 @@ export const awsEnvironmentSchema = z
 
 export type AwsEnvironmentConfig = z.output<typeof awsEnvironmentSchema>;
 
-export type AwsPlan = EnvironmentPlan & CloudNodePlan;
+export type AwsPlan = EnvironmentPlan & CloudNodePlan & { platform: "aws" };
 
 /** Subnets and machines in the VPC `nodeCidr` (AWS takes VPCs from /16 to /28). */
 export function awsPlan(env: AwsEnvironmentConfig, nodeCidr: string): AwsPlan {

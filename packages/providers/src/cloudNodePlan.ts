@@ -87,8 +87,8 @@ export function cloudNodePlan(o: CloudNodePlanInput): CloudNodePlan {
 }
 
 /** A cloud environment's plan: its machines and subnets, and its BGP peers when it has any. */
-export function cloudEnvironmentPlan(
-  platform: "aws" | "gcp",
+export function cloudEnvironmentPlan<P extends "aws" | "gcp">(
+  platform: P,
   env: {
     name: string;
     zones: readonly string[];
@@ -97,7 +97,7 @@ export function cloudEnvironmentPlan(
   },
   nodeCidr: string,
   limits: Pick<CloudNodePlanInput, "zonalSubnets" | "smallestSubnetPrefix" | "largestPrefix">,
-): EnvironmentPlan & CloudNodePlan {
+): EnvironmentPlan & CloudNodePlan & { platform: P } {
   const plan = cloudNodePlan({ name: env.name, zones: env.zones, counts: env.nodes, nodeCidr, ...limits });
   return { platform, ...plan, ...(env.bgp && { bgp: env.bgp }) };
 }

@@ -32,3 +32,13 @@ export const API_PORT_RANGE: PortRange = { protocol: "tcp", from: 6443, to: 6443
 export function vipPortRanges(ports: readonly number[]): PortRange[] {
   return ports.map((p) => ({ protocol: "tcp", from: p, to: p, why: `VIP port ${p}` }));
 }
+
+/** Who may reach a cloud cluster, as its firewall takes it (environmentFields.ts cloudAccessShape). */
+export interface ClusterAccess {
+  clusterName: string;
+  apiAccessCidrs: readonly string[];
+  vipPorts: readonly number[];
+  vipAccessCidrs: readonly string[];
+  /** BGP mode: the upstream routers. */
+  routers?: readonly string[];
+}

@@ -28,7 +28,7 @@ export const gcpEnvironmentSchema = z
 
 export type GcpEnvironmentConfig = z.output<typeof gcpEnvironmentSchema>;
 
-export type GcpPlan = EnvironmentPlan & CloudNodePlan;
+export type GcpPlan = EnvironmentPlan & CloudNodePlan & { platform: "gcp" };
 
 /** One regional subnetwork, `nodeCidr` (GCP's smallest is a /29). */
 export function gcpPlan(env: GcpEnvironmentConfig, nodeCidr: string): GcpPlan {

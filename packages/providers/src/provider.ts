@@ -41,3 +41,24 @@ export interface ProvisionedEnvironment extends ClusterEnvironment {
 export function lbNodesOf(nodes: readonly NodeFact[]): NodeFact[] {
   return nodes.filter((n) => n.role === "lb");
 }
+
+/**
+ * A cloud cluster as PortableCluster takes it: BGP where peers are given, else the cloud's routes;
+ * its objects wait for the machines, and are deleted before them.
+ */
+export function cloudEnvironment(o: {
+  plan: EnvironmentPlan & { platform: "aws" | "gcp" };
+  kubeconfig: pulumi.Output<string>;
+  cloudRoutes: CloudRouteFacts;
+  machines: pulumi.Resource[];
+}): ProvisionedEnvironment {
+  return {
+    kind: o.plan.platform,
+    platform: o.plan.platform,
+    kubeconfig: o.kubeconfig,
+    nodes: o.plan.nodes,
+    lbNodeCount: lbNodesOf(o.plan.nodes).length,
+    ...(o.plan.bgp ? { bgp: o.plan.bgp } : { cloudRoutes: o.cloudRoutes }),
+    dependsOn: o.machines,
+  };
+}

@@ -5,10 +5,10 @@
 import * as aws from "@pulumi/aws";
 import * as pulumi from "@pulumi/pulumi";
 import { awsPlan, type AwsEnvironmentConfig } from "../awsEnvironment.ts";
-import { API_SERVER_PORT, renderBootstrapScript } from "../bootstrap/bootstrapScript.ts";
+import { API_SERVER_PORT } from "../bootstrap/bootstrapScript.ts";
 import { renderCloudInit } from "../bootstrap/cloudInit.ts";
-import { ClusterCredentials } from "../bootstrap/clusterCredentials.ts";
-import { lbNodesOf, type NodeFact, type ProvisionedEnvironment } from "../provider.ts";
+import { ClusterCredentials, clusterBootstrap } from "../bootstrap/clusterCredentials.ts";
+import { cloudEnvironment, type NodeFact, type ProvisionedEnvironment } from "../provider.ts";
 import { AwsNetwork } from "./awsNetwork.ts";
 import { AwsSecurityGroups } from "./awsSecurityGroups.ts";
 import { LbNodeRole } from "./lbNodeRole.ts";
@@ -114,32 +114,15 @@ export class AwsCluster extends pulumi.ComponentResource {
     );
     this.apiAddress = apiIp.publicIp;
 
+    const cluster = clusterBootstrap({
+      nodes: plan.nodes,
+      network: args.network,
+      lbTaint: env.lbTaint,
+      apiAddress: this.apiAddress,
+    });
+    // The instance ID is known only on the machine: the script asks the metadata service.
     const userData = (node: NodeFact) =>
-      pulumi
-        .all([
-          this.apiAddress,
-          this.credentials.joinToken,
-          this.credentials.caCertHash,
-          this.credentials.caCertPem,
-          this.credentials.caKeyPem,
-        ])
-        .apply(([apiAddress, joinToken, caCertHash, caCertPem, caKeyPem]) =>
-          renderCloudInit(
-            renderBootstrapScript({
-              clusterName: env.name,
-              node: { name: node.name, role: node.role, address: node.address },
-              providerId: { from: "aws-metadata" },
-              controlPlaneAddress: controlPlane.address,
-              apiServerCertSans: [apiAddress],
-              podCidr: args.network.podCidr,
-              serviceCidr: args.network.serviceCidr,
-              joinToken,
-              caCertHash,
-              ...(node.role === "control-plane" && { ca: { certPem: caCertPem, keyPem: caKeyPem } }),
-              lbTaint: env.lbTaint,
-            }),
-          ),
-        );
+      this.credentials.bootstrapScript(cluster, node, { from: "aws-metadata" }).apply(renderCloudInit);
 
     this.instances = {};
     for (const node of plan.nodes) {
@@ -163,7 +146,7 @@ export class AwsCluster extends pulumi.ComponentResource {
           ...placement,
           ...(lb && this.lbNodeRole && { iamInstanceProfile: this.lbNodeRole.instanceProfileName }),
           // The bootstrap token and (control plane) the CA key are in it: a new script is a new machine.
-          userData: pulumi.secret(userData(node)),
+          userData: userData(node),
           userDataReplaceOnChange: true,
           // IMDSv2 only. LB pods reach it one hop further (their credentials, cloud-routes); no one else.
           metadataOptions: {
@@ -179,16 +162,12 @@ export class AwsCluster extends pulumi.ComponentResource {
     }
 
     const server = pulumi.interpolate`https://${this.apiAddress}:${API_SERVER_PORT}`;
-    this.environment = {
-      kind: "aws",
-      platform: "aws",
+    this.environment = cloudEnvironment({
+      plan,
       kubeconfig: this.credentials.kubeconfig(server),
-      nodes: plan.nodes,
-      lbNodeCount: lbNodesOf(plan.nodes).length,
-      ...(env.bgp ? { bgp: env.bgp } : { cloudRoutes: { cloud: "aws", routeTableIds } }),
-      // The cluster's objects wait for the machines, and are deleted before them.
-      dependsOn: Object.values(this.instances),
-    };
+      cloudRoutes: { cloud: "aws", routeTableIds },
+      machines: Object.values(this.instances),
+    });
     this.registerOutputs({ apiAddress: this.apiAddress, kubeconfig: this.environment.kubeconfig });
   }
 }

@@ -9,17 +9,12 @@ import {
   CLUSTER_PORTS,
   ROUTER_PORTS,
   vipPortRanges,
+  type ClusterAccess,
   type PortRange,
 } from "../clusterPorts.ts";
 
-export interface AwsSecurityGroupsArgs {
-  clusterName: string;
+export interface AwsSecurityGroupsArgs extends ClusterAccess {
   vpcId: pulumi.Input<string>;
-  apiAccessCidrs: readonly string[];
-  vipPorts: readonly number[];
-  vipAccessCidrs: readonly string[];
-  /** BGP mode: the upstream routers. */
-  routers?: readonly string[];
 }
 
 export class AwsSecurityGroups extends pulumi.ComponentResource {

@@ -4,11 +4,41 @@
 import * as pulumi from "@pulumi/pulumi";
 import * as random from "@pulumi/random";
 import * as tls from "@pulumi/tls";
+import type { NodeFact } from "../provider.ts";
 import { ADMIN_GROUP, renderAdminKubeconfig } from "./adminKubeconfig.ts";
+import { renderBootstrapScript, type ProviderIdSource } from "./bootstrapScript.ts";
 import { caCertHash } from "./caCertHash.ts";
 
 export interface ClusterCredentialsArgs {
   clusterName: string;
+}
+
+/** What every node's bootstrap script shares besides the credentials. */
+export interface ClusterBootstrap {
+  controlPlaneAddress: string;
+  /** The API server's public address: in its certificate, and in the kubeconfig. */
+  apiAddress: pulumi.Input<string>;
+  podCidr: string;
+  serviceCidr: string;
+  lbTaint: boolean;
+}
+
+/** What a cluster's bootstrap scripts share, from its planned machines and its networks. */
+export function clusterBootstrap(o: {
+  nodes: readonly NodeFact[];
+  network: { podCidr: string; serviceCidr: string };
+  lbTaint: boolean;
+  apiAddress: pulumi.Input<string>;
+}): ClusterBootstrap {
+  const controlPlane = o.nodes.find((n) => n.role === "control-plane");
+  if (!controlPlane) throw new Error("a cluster's plan has a control plane");
+  return {
+    controlPlaneAddress: controlPlane.address,
+    apiAddress: o.apiAddress,
+    podCidr: o.network.podCidr,
+    serviceCidr: o.network.serviceCidr,
+    lbTaint: o.lbTaint,
+  };
 }
 
 const TEN_YEARS_H = 10 * 365 * 24;
@@ -96,6 +126,33 @@ export class ClusterCredentials extends pulumi.ComponentResource {
             caCertPem,
             clientCertPem,
             clientKeyPem,
+          }),
+        ),
+    );
+  }
+
+  /** One node's bootstrap script (a secret: the token, and on the control plane the CA key). */
+  bootstrapScript(
+    cluster: ClusterBootstrap,
+    node: NodeFact,
+    providerId?: ProviderIdSource,
+  ): pulumi.Output<string> {
+    return pulumi.secret(
+      pulumi
+        .all([cluster.apiAddress, this.joinToken, this.caCertHash, this.caCertPem, this.caKeyPem])
+        .apply(([apiAddress, joinToken, caCertHash, caCertPem, caKeyPem]) =>
+          renderBootstrapScript({
+            clusterName: this.clusterName,
+            node: { name: node.name, role: node.role, address: node.address },
+            ...(providerId && { providerId }),
+            controlPlaneAddress: cluster.controlPlaneAddress,
+            apiServerCertSans: [apiAddress],
+            podCidr: cluster.podCidr,
+            serviceCidr: cluster.serviceCidr,
+            joinToken,
+            caCertHash,
+            ...(node.role === "control-plane" && { ca: { certPem: caCertPem, keyPem: caKeyPem } }),
+            lbTaint: cluster.lbTaint,
           }),
         ),
     );
