@@ -40,7 +40,12 @@ build_kubernetes() {
 # kubectl, for the tests that drive the lab as a user would (and for the user's own use of it).
 build_kubectl() { kubernetes_commands "$1" kubectl; }
 
+# kubeadm, which the providers' node bootstrap script runs on every machine: the tests check the
+# configuration it renders with `kubeadm config validate`.
+build_kubeadm() { kubernetes_commands "$1" kubeadm; }
+
 install_kubernetes() {
   install_tool kubernetes "$KUBERNETES_VERSION" build_kubernetes
   install_tool kubectl "$KUBERNETES_VERSION" build_kubectl
+  install_tool kubeadm "$KUBERNETES_VERSION" build_kubeadm
 }

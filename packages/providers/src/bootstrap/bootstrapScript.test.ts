@@ -1,6 +1,7 @@
 // The node bootstrap as every environment runs it: golden files a reviewer reads, shellcheck clean,
 // the cloud-init wrapper valid by cloud-init's own schema, and the kubeadm configuration it writes,
-// expanded by bash itself, saying what the LB needs (pod subnet, kubelet flags, label, taint).
+// expanded by bash itself, accepted by kubeadm (strict) and saying what the LB needs (pod subnet,
+// kubelet flags, label, taint).
 import { execFileSync, spawnSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -55,21 +56,22 @@ const inputs: Record<string, BootstrapScriptInput> = {
  * The kubeadm configuration the script writes, as bash expands it: after the script's own
  * PROVIDER_ID assignment when it has a static one, else with the one the metadata service would give.
  */
-function kubeadmDocs(
+function kubeadmConfig(
   script: string,
   metadataProviderId = "aws:///eu-central-1a/i-0123456789abcdef0",
-): unknown[] {
+): string {
   const lines = script.split("\n");
   const start = lines.findIndex((l) => l.endsWith("<<KUBEADM"));
   const end = lines.indexOf("KUBEADM", start);
   const assignment = lines.filter((l) => /^PROVIDER_ID=[^$]*$/.test(l));
   const heredoc = [...assignment, "cat <<KUBEADM", ...lines.slice(start + 1, end + 1)].join("\n");
-  const out = execFileSync("bash", ["--norc", "--noprofile", "-euc", heredoc], {
+  return execFileSync("bash", ["--norc", "--noprofile", "-euc", heredoc], {
     env: { PROVIDER_ID: metadataProviderId },
     encoding: "utf8",
   });
-  return loadAll(out);
 }
+const kubeadmDocs = (script: string, metadataProviderId?: string) =>
+  loadAll(kubeadmConfig(script, metadataProviderId));
 
 type Registration = {
   name: string;
@@ -90,6 +92,27 @@ describe("renderBootstrapScript", () => {
     expect(check.error).toBeUndefined();
     expect(check.stdout).toBe("");
     expect(check.status).toBe(0);
+  });
+
+  it.each(Object.keys(inputs))("writes for %s a configuration kubeadm itself accepts", (name) => {
+    const file = join(dir, `${name}.kubeadm.yaml`);
+    writeFileSync(file, kubeadmConfig(renderBootstrapScript(inputs[name]!)));
+    const check = spawnSync("kubeadm", ["config", "validate", "--config", file], { encoding: "utf8" });
+    expect(check.error).toBeUndefined();
+    expect(check.stderr).toBe("");
+    expect(check.stdout.trim()).toBe("ok");
+    expect(check.status).toBe(0);
+  });
+
+  it("is checked by kubeadm's strict decoding: a misspelt field fails it", () => {
+    const file = join(dir, "bad.kubeadm.yaml");
+    writeFileSync(
+      file,
+      kubeadmConfig(renderBootstrapScript(inputs["aws-lb-tainted"]!)).replace("caCertHashes", "caCertHash"),
+    );
+    const check = spawnSync("kubeadm", ["config", "validate", "--config", file], { encoding: "utf8" });
+    expect(check.status).not.toBe(0);
+    expect(check.stderr).toContain('unknown field "discovery.bootstrapToken.caCertHash"');
   });
 
   it("inits the control plane with the pod and service subnets flannel and the cluster use", () => {
