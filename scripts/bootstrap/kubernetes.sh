@@ -1,6 +1,6 @@
 # Kubernetes built from k8s.io/kubernetes on the Go module proxy at KUBERNETES_VERSION: the control
 # plane (kube-apiserver, kube-controller-manager, kube-scheduler), the lab nodes' kubelet and
-# kube-proxy, the pause binary their sandbox image runs, and kubectl. Sourced by bootstrap.sh.
+# kube-proxy, the pause binary their sandbox image runs, kubectl and kubeadm. Sourced by bootstrap.sh.
 
 # kubernetes_commands STAGING COMMAND...: those commands of k8s.io/kubernetes at KUBERNETES_VERSION
 kubernetes_commands() {
