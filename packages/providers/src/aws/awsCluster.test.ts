@@ -6,12 +6,8 @@ import * as pulumi from "@pulumi/pulumi";
 import { load } from "js-yaml";
 import { installMocks, secretValue, settled, typeChain, valueOf } from "../../../../test/unit/pulumiMocks.ts";
 import { awsEnvironmentSchema } from "../awsEnvironment.ts";
-import {
-  TEST_CA_CERT,
-  TEST_CA_KEY,
-  TEST_JOIN_TOKEN,
-  credentialOutputs,
-} from "../bootstrap/__fixtures__/testCredentials.ts";
+import { TEST_CA_CERT, TEST_CA_KEY, TEST_JOIN_TOKEN } from "../bootstrap/__fixtures__/testCredentials.ts";
+import { AWS_ACCOUNT, AWS_API_IP, DEBIAN_AMI, cloudCall, cloudOutputs } from "../__fixtures__/cloudMocks.ts";
 import { renderBootstrapScript } from "../bootstrap/bootstrapScript.ts";
 import { caCertHash } from "../bootstrap/caCertHash.ts";
 import { renderCloudInit } from "../bootstrap/cloudInit.ts";
@@ -20,29 +16,15 @@ import { AwsCluster, DEBIAN_AMI_OWNER } from "./awsCluster.ts";
 
 const caCert = TEST_CA_CERT;
 const caKey = TEST_CA_KEY;
-const ACCOUNT = "123456789012";
-const API_IP = "203.0.113.7";
+const ACCOUNT = AWS_ACCOUNT;
+const API_IP = AWS_API_IP;
 
 const calls: { token: string; inputs: Record<string, unknown> }[] = [];
 const recorded = installMocks({
-  outputs: (type) =>
-    credentialOutputs(type) ??
-    {
-      "aws:ec2/eip:Eip": { publicIp: API_IP },
-      "aws:iam/role:Role": { name: "plb-lb-role" },
-      "aws:iam/instanceProfile:InstanceProfile": { name: "plb-lb-profile" },
-    }[type],
+  outputs: (type, _name, inputs) => cloudOutputs(type, inputs),
   call: (token, inputs) => {
     calls.push({ token, inputs });
-    return {
-      "aws:index/getCallerIdentity:getCallerIdentity": {
-        accountId: ACCOUNT,
-        arn: "x",
-        userId: "x",
-        id: ACCOUNT,
-      },
-      "aws:ec2/getAmi:getAmi": { id: "ami-0debian12" },
-    }[token];
+    return cloudCall(token);
   },
 });
 
@@ -108,7 +90,7 @@ describe("AwsCluster (cloud-routes: no BGP peers)", () => {
       expect(instance.inputs).toMatchObject({
         privateIp: node.address,
         subnetId: `plb-network-${node.zone}-id`,
-        ami: "ami-0debian12",
+        ami: DEBIAN_AMI,
         instanceType: "t3.medium",
         userDataReplaceOnChange: true,
         metadataOptions: { httpTokens: "required" },
@@ -252,7 +234,7 @@ describe("AwsCluster (cloud-routes: no BGP peers)", () => {
   });
 
   it("looks up Debian's own image when no AMI is given", async () => {
-    expect(instances().every((i) => i.inputs.ami === "ami-0debian12")).toBe(true);
+    expect(instances().every((i) => i.inputs.ami === DEBIAN_AMI)).toBe(true);
     expect(calls.find((c) => c.token === "aws:ec2/getAmi:getAmi")?.inputs).toEqual({
       mostRecent: true,
       owners: [DEBIAN_AMI_OWNER],

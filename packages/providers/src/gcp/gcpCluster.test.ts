@@ -5,34 +5,18 @@
 import * as pulumi from "@pulumi/pulumi";
 import { GCP_CLOUD_ROUTES_PERMISSIONS } from "@portable-lb/core";
 import { installMocks, secretValue, settled, typeChain, valueOf } from "../../../../test/unit/pulumiMocks.ts";
-import {
-  TEST_CA_CERT,
-  TEST_CA_KEY,
-  TEST_JOIN_TOKEN,
-  credentialOutputs,
-} from "../bootstrap/__fixtures__/testCredentials.ts";
+import { GCP_API_IP, GCP_PROJECT, cloudOutputs } from "../__fixtures__/cloudMocks.ts";
+import { TEST_CA_CERT, TEST_CA_KEY, TEST_JOIN_TOKEN } from "../bootstrap/__fixtures__/testCredentials.ts";
 import { renderBootstrapScript } from "../bootstrap/bootstrapScript.ts";
 import { caCertHash } from "../bootstrap/caCertHash.ts";
 import { CLUSTER_PORTS } from "../clusterPorts.ts";
 import { gcpEnvironmentSchema } from "../gcpEnvironment.ts";
 import { GcpCluster } from "./gcpCluster.ts";
 
-const PROJECT = "my-project-123";
-const API_IP = "203.0.113.9";
+const PROJECT = GCP_PROJECT;
+const API_IP = GCP_API_IP;
 
-const recorded = installMocks({
-  outputs: (type, _name, inputs) =>
-    credentialOutputs(type) ??
-    {
-      "gcp:compute/address:Address": { address: API_IP },
-      "gcp:serviceaccount/account:Account": {
-        email: `${String(inputs.accountId)}@${PROJECT}.iam.gserviceaccount.com`,
-      },
-      "gcp:projects/iAMCustomRole:IAMCustomRole": {
-        name: `projects/${PROJECT}/roles/${String(inputs.roleId)}`,
-      },
-    }[type],
-});
+const recorded = installMocks({ outputs: (type, _name, inputs) => cloudOutputs(type, inputs) });
 
 const network = { nodeCidr: "10.10.0.0/24", podCidr: "10.244.0.0/16", serviceCidr: "10.96.0.0/16" };
 const environment = (extra: Record<string, unknown> = {}) =>
