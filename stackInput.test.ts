@@ -136,7 +136,7 @@ describe("checkStackInput", () => {
     ]);
   });
 
-  // An aws environment with BGP peers (its cloud-routes defaults need route tables core cannot take yet).
+  // An aws environment with BGP peers; without them it routes through the route table it makes.
   const aws = () => ({
     ...settings(),
     environment: {
@@ -152,6 +152,20 @@ describe("checkStackInput", () => {
 
   it("checks a cloud environment's machines against the cluster's sections", async () => {
     expect(await problemsOf(aws())).toEqual([]);
+    const cloudRoutes = aws().environment;
+    delete cloudRoutes.bgp;
+    const noBgp = {
+      ...aws(),
+      environment: cloudRoutes,
+      loadBalancer: { replicas: 3, image: "registry.example/lb:1" },
+    };
+    expect(await problemsOf(noBgp)).toEqual([]);
+    // The route tables come from the environment; settings it does not make are still checked.
+    expect(
+      await problemsOf({ ...noBgp, loadBalancer: { ...noBgp.loadBalancer, cloudRoutes: { renewMs: 5000 } } }),
+    ).toEqual([
+      "loadBalancer.cloudRoutes.renewMs: must be at most half of leaseDurationS (in ms), or a holder could lose its Lease between two renewals (got 5000)",
+    ]);
     const a = aws();
     expect(
       await problemsOf({

@@ -24,6 +24,8 @@ export interface MockProvider {
     inputs: Record<string, unknown>,
   ) => Record<string, unknown> | undefined;
   call?: (token: string, inputs: Record<string, unknown>) => Record<string, unknown> | undefined;
+  /** The id the cloud would assign, where its shape matters (default `NAME-id`). */
+  id?: (type: string, name: string) => string | undefined;
 }
 
 export function installMocks(provider: MockProvider = {}): RecordedResource[] {
@@ -40,7 +42,7 @@ export function installMocks(provider: MockProvider = {}): RecordedResource[] {
           ...(args.provider && { provider: args.provider }),
         });
         return {
-          id: `${args.name}-id`,
+          id: provider.id?.(args.type, args.name) ?? `${args.name}-id`,
           state: { ...inputs, ...provider.outputs?.(args.type, args.name, inputs) },
         };
       },

@@ -34,9 +34,15 @@ export type AwsPlan = EnvironmentPlan & CloudNodePlan & { platform: "aws" };
 
 /** Subnets and machines in the VPC `nodeCidr` (AWS takes VPCs from /16 to /28). */
 export function awsPlan(env: AwsEnvironmentConfig, nodeCidr: string): AwsPlan {
-  return cloudEnvironmentPlan("aws", env, nodeCidr, {
-    zonalSubnets: true,
-    smallestSubnetPrefix: 28,
-    largestPrefix: 16,
-  });
+  return cloudEnvironmentPlan(
+    "aws",
+    env,
+    nodeCidr,
+    {
+      zonalSubnets: true,
+      smallestSubnetPrefix: 28,
+      largestPrefix: 16,
+    },
+    { cloud: "aws" },
+  );
 }

@@ -2,7 +2,7 @@
 // range) split into one subnet per zone (AWS subnets are zonal; a GCP subnetwork spans its region,
 // so there it is one), and each machine's name, zone and fixed private address.
 // Fixed addresses make the node facts (and the API server's endpoint) known at preview.
-import { ConfigError, cidrRange, numberToIpv4, problem } from "@portable-lb/core";
+import { ConfigError, cidrRange, numberToIpv4, problem, type RouteTargetFacts } from "@portable-lb/core";
 import type { EnvironmentPlan, NodeFact } from "./provider.ts";
 
 export interface CloudSubnet {
@@ -86,7 +86,7 @@ export function cloudNodePlan(o: CloudNodePlanInput): CloudNodePlan {
   return { subnets, nodes };
 }
 
-/** A cloud environment's plan: its machines and subnets, and its BGP peers when it has any. */
+/** A cloud environment's plan: its machines and subnets, and its BGP peers or its route targets. */
 export function cloudEnvironmentPlan<P extends "aws" | "gcp">(
   platform: P,
   env: {
@@ -97,7 +97,9 @@ export function cloudEnvironmentPlan<P extends "aws" | "gcp">(
   },
   nodeCidr: string,
   limits: Pick<CloudNodePlanInput, "zonalSubnets" | "smallestSubnetPrefix" | "largestPrefix">,
+  /** Where cloud-routes mode will write when no BGP peers are given. */
+  routeTargets: RouteTargetFacts,
 ): EnvironmentPlan & CloudNodePlan & { platform: P } {
   const plan = cloudNodePlan({ name: env.name, zones: env.zones, counts: env.nodes, nodeCidr, ...limits });
-  return { platform, ...plan, ...(env.bgp && { bgp: env.bgp }) };
+  return { platform, ...plan, ...(env.bgp ? { bgp: env.bgp } : { cloudRoutes: routeTargets }) };
 }

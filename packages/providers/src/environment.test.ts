@@ -156,13 +156,19 @@ describe("planEnvironment", () => {
         { name: "plb-worker-1", role: "worker", address: "10.0.128.11", zone: "eu-central-1b" },
         { name: "plb-worker-2", role: "worker", address: "10.0.0.12", zone: "eu-central-1a" },
       ],
+      // No BGP peers: the route table it makes is where cloud-routes writes (its id comes later).
+      cloudRoutes: { cloud: "aws" },
     });
-    expect(planFacts(plan)).toEqual({ platform: "aws", lbNodeCount: 2 });
+    expect(planFacts(plan)).toEqual({ platform: "aws", lbNodeCount: 2, cloudRoutes: { cloud: "aws" } });
   });
 
   it("keeps GCP's one regional subnetwork and still spreads the machines over the zones", () => {
     const plan = planEnvironment(schema.parse(gcp()) as ProvisioningEnvironmentConfig, "10.10.0.0/24");
-    expect(plan).toMatchObject({ platform: "gcp", subnets: [{ cidr: "10.10.0.0/24" }] });
+    expect(plan).toMatchObject({
+      platform: "gcp",
+      subnets: [{ cidr: "10.10.0.0/24" }],
+      cloudRoutes: { cloud: "gcp", project: "my-project-123", network: "plb-network" },
+    });
     expect(plan.nodes.map((n) => [n.address, n.zone])).toEqual([
       ["10.10.0.10", "europe-west4-a"],
       ["10.10.0.11", "europe-west4-b"],

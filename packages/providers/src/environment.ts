@@ -65,6 +65,7 @@ export function planFacts(plan: EnvironmentPlan): EnvironmentFacts {
     platform: plan.platform,
     lbNodeCount: lbNodesOf(plan.nodes).length,
     ...(plan.bgp && { bgp: plan.bgp }),
+    ...(plan.cloudRoutes && { cloudRoutes: plan.cloudRoutes }),
   };
 }
 

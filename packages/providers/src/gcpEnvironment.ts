@@ -5,6 +5,11 @@ import { cloudEnvironmentPlan, type CloudNodePlan } from "./cloudNodePlan.ts";
 import { checkZones, cloudEnvironmentShape } from "./environmentFields.ts";
 import type { EnvironmentPlan } from "./provider.ts";
 
+/** The cluster's VPC network: named, so cloud-routes mode knows it at preview. */
+export function gcpNetworkName(clusterName: string): string {
+  return `${clusterName}-network`;
+}
+
 const GCP_REGION = /^[a-z]+-[a-z]+\d{1,2}$/;
 
 export const gcpEnvironmentSchema = z
@@ -32,5 +37,15 @@ export type GcpPlan = EnvironmentPlan & CloudNodePlan & { platform: "gcp" };
 
 /** One regional subnetwork, `nodeCidr` (GCP's smallest is a /29). */
 export function gcpPlan(env: GcpEnvironmentConfig, nodeCidr: string): GcpPlan {
-  return cloudEnvironmentPlan("gcp", env, nodeCidr, { zonalSubnets: false, smallestSubnetPrefix: 29 });
+  return cloudEnvironmentPlan(
+    "gcp",
+    env,
+    nodeCidr,
+    { zonalSubnets: false, smallestSubnetPrefix: 29 },
+    {
+      cloud: "gcp",
+      project: env.project,
+      network: gcpNetworkName(env.name),
+    },
+  );
 }

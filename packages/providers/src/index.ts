@@ -15,7 +15,6 @@ export { cloudNodePlan, type CloudNodePlan, type CloudSubnet } from "./cloudNode
 export {
   NODE_ROLES,
   lbNodesOf,
-  type CloudRouteFacts,
   type EnvironmentPlan,
   type NodeFact,
   type NodeRole,

@@ -1,7 +1,12 @@
 // The one interface every provisioning environment (onprem, aws, gcp) offers PortableCluster: the
 // machines it made, the cluster's kubeconfig (a secret, known without SSH), and the network facts the
 // LB needs. The node facts are planned before anything exists, so the checks at preview see them.
-import type { ClusterEnvironment, Platform } from "@portable-lb/core";
+import type {
+  ClusterEnvironment,
+  EnvironmentRouteTargets,
+  Platform,
+  RouteTargetFacts,
+} from "@portable-lb/core";
 import type * as pulumi from "@pulumi/pulumi";
 
 export const NODE_ROLES = ["control-plane", "lb", "worker"] as const;
@@ -16,17 +21,14 @@ export interface NodeFact {
   zone?: string;
 }
 
-/** Where cloud-routes mode writes VIP routes: AWS route tables (known once created), or a GCP network. */
-export type CloudRouteFacts =
-  | { cloud: "aws"; routeTableIds: pulumi.Output<string[]> }
-  | { cloud: "gcp"; project: string; network: string };
-
 /** What a provisioning environment is known to be at preview, before any machine exists. */
 export interface EnvironmentPlan {
   platform: Platform;
   nodes: NodeFact[];
   /** The upstream routers the route reflectors peer with, when the network offers BGP. */
   bgp?: { routers: string[] };
+  /** Without BGP peers, in a cloud: where the cloud-routes mode will write (AWS ids come later). */
+  cloudRoutes?: RouteTargetFacts;
 }
 
 /** A provisioned environment: what PortableCluster takes, plus the machines and the cloud's routes. */
@@ -34,7 +36,6 @@ export interface ProvisionedEnvironment extends ClusterEnvironment {
   kubeconfig: pulumi.Output<string>;
   nodes: NodeFact[];
   lbNodeCount: number;
-  cloudRoutes?: CloudRouteFacts;
 }
 
 /** The LB nodes of a plan: they carry the LB label and run one LB pod each. */
@@ -49,7 +50,7 @@ export function lbNodesOf(nodes: readonly NodeFact[]): NodeFact[] {
 export function cloudEnvironment(o: {
   plan: EnvironmentPlan & { platform: "aws" | "gcp" };
   kubeconfig: pulumi.Output<string>;
-  cloudRoutes: CloudRouteFacts;
+  cloudRoutes: EnvironmentRouteTargets;
   machines: pulumi.Resource[];
 }): ProvisionedEnvironment {
   return {

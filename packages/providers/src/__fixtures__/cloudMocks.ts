@@ -7,6 +7,12 @@ export const AWS_API_IP = "203.0.113.7";
 export const GCP_PROJECT = "my-project-123";
 export const GCP_API_IP = "203.0.113.9";
 export const DEBIAN_AMI = "ami-0debian12";
+/** The cluster's route table: an id of AWS's shape, which the LB config checks. */
+export const AWS_ROUTE_TABLE_ID = "rtb-0a1b2c3d4e5f60718";
+
+export function cloudId(type: string): string | undefined {
+  return type === "aws:ec2/routeTable:RouteTable" ? AWS_ROUTE_TABLE_ID : undefined;
+}
 
 export function cloudOutputs(type: string, inputs: Record<string, unknown>): Record<string, unknown> | undefined {
   return (

@@ -7,7 +7,15 @@ import { load } from "js-yaml";
 import { installMocks, secretValue, settled, typeChain, valueOf } from "../../../../test/unit/pulumiMocks.ts";
 import { awsEnvironmentSchema } from "../awsEnvironment.ts";
 import { TEST_CA_CERT, TEST_CA_KEY, TEST_JOIN_TOKEN } from "../bootstrap/__fixtures__/testCredentials.ts";
-import { AWS_ACCOUNT, AWS_API_IP, DEBIAN_AMI, cloudCall, cloudOutputs } from "../__fixtures__/cloudMocks.ts";
+import {
+  AWS_ACCOUNT,
+  AWS_API_IP,
+  DEBIAN_AMI,
+  cloudCall,
+  cloudOutputs,
+  AWS_ROUTE_TABLE_ID,
+  cloudId,
+} from "../__fixtures__/cloudMocks.ts";
 import { renderBootstrapScript } from "../bootstrap/bootstrapScript.ts";
 import { caCertHash } from "../bootstrap/caCertHash.ts";
 import { renderCloudInit } from "../bootstrap/cloudInit.ts";
@@ -26,6 +34,7 @@ const recorded = installMocks({
     calls.push({ token, inputs });
     return cloudCall(token);
   },
+  id: cloudId,
 });
 
 const network = { nodeCidr: "10.0.0.0/16", podCidr: "10.244.0.0/16", serviceCidr: "10.96.0.0/16" };
@@ -74,8 +83,8 @@ describe("AwsCluster (cloud-routes: no BGP peers)", () => {
     const [table] = of("aws:ec2/routeTable:RouteTable");
     expect(table!.inputs.routes).toEqual([{ cidrBlock: "0.0.0.0/0", gatewayId: "plb-network-igw-id" }]);
     expect(of("aws:ec2/routeTableAssociation:RouteTableAssociation").map((a) => a.inputs)).toEqual([
-      { subnetId: "plb-network-eu-central-1a-id", routeTableId: "plb-network-rt-id" },
-      { subnetId: "plb-network-eu-central-1b-id", routeTableId: "plb-network-rt-id" },
+      { subnetId: "plb-network-eu-central-1a-id", routeTableId: AWS_ROUTE_TABLE_ID },
+      { subnetId: "plb-network-eu-central-1b-id", routeTableId: AWS_ROUTE_TABLE_ID },
     ]);
     expect(of("aws:ec2/internetGateway:InternetGateway")).toHaveLength(1);
   });
@@ -142,7 +151,8 @@ describe("AwsCluster (cloud-routes: no BGP peers)", () => {
       expect(s.Action.every((a) => !a.includes("*"))).toBe(true);
       // "*" only for the Describe calls, which IAM cannot scope.
       if (s.Resource === "*") expect(s.Action.every((a) => a.startsWith("ec2:Describe"))).toBe(true);
-      else expect(s.Resource).toEqual([`arn:aws:ec2:eu-central-1:${ACCOUNT}:route-table/plb-network-rt-id`]);
+      else
+        expect(s.Resource).toEqual([`arn:aws:ec2:eu-central-1:${ACCOUNT}:route-table/${AWS_ROUTE_TABLE_ID}`]);
     }
     expect(of("aws:iam/instanceProfile:InstanceProfile")[0]!.inputs.role).toBe("plb-lb-role");
   });
@@ -211,10 +221,10 @@ describe("AwsCluster (cloud-routes: no BGP peers)", () => {
     expect(env.bgp).toBeUndefined();
     expect(await pulumi.isSecret(env.kubeconfig)).toBe(true);
     expect(await valueOf(env.kubeconfig)).toContain(`server: https://${API_IP}:6443`);
-    expect(env.cloudRoutes?.cloud).toBe("aws");
-    expect(
-      await valueOf((env.cloudRoutes as { routeTableIds: pulumi.Output<string[]> }).routeTableIds),
-    ).toEqual(["plb-network-rt-id"]);
+    const targets = env.cloudRoutes;
+    expect(targets?.cloud).toBe("aws");
+    if (targets?.cloud === "aws")
+      expect(await valueOf(pulumi.output(targets.routeTableIds))).toEqual([AWS_ROUTE_TABLE_ID]);
     expect(env.dependsOn).toHaveLength(6);
     expect(await typeChain(cluster.network)).toBe(
       "portable-lb:providers:AwsCluster$portable-lb:providers:AwsNetwork",

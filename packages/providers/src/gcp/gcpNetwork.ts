@@ -2,6 +2,7 @@
 // auto-named: cloud-routes mode writes VIP routes into it by name, known at preview.
 import * as gcp from "@pulumi/gcp";
 import * as pulumi from "@pulumi/pulumi";
+import { gcpNetworkName } from "../gcpEnvironment.ts";
 
 export interface GcpNetworkArgs {
   clusterName: string;
@@ -17,7 +18,7 @@ export class GcpNetwork extends pulumi.ComponentResource {
   constructor(name: string, args: GcpNetworkArgs, opts?: pulumi.ComponentResourceOptions) {
     super("portable-lb:providers:GcpNetwork", name, {}, opts);
     const child = { parent: this };
-    this.networkName = `${args.clusterName}-network`;
+    this.networkName = gcpNetworkName(args.clusterName);
     const network = new gcp.compute.Network(
       `${name}-network`,
       {
