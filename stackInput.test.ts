@@ -136,12 +136,60 @@ describe("checkStackInput", () => {
     ]);
   });
 
+  // An aws environment with BGP peers; without them it routes through the route table it makes.
+  const aws = () => ({
+    ...settings(),
+    environment: {
+      kind: "aws",
+      region: "eu-central-1",
+      zones: ["eu-central-1a", "eu-central-1b"],
+      apiAccessCidrs: ["203.0.113.0/24"],
+      nodes: { lb: 3 },
+      bgp: { routers: ["10.0.0.1"] },
+    } as Record<string, unknown>,
+    network: { ...settings().network, nodeCidr: "10.0.0.0/16" } as Record<string, unknown>,
+  });
+
+  it("checks a cloud environment's machines against the cluster's sections", async () => {
+    expect(await problemsOf(aws())).toEqual([]);
+    const cloudRoutes = aws().environment;
+    delete cloudRoutes.bgp;
+    const noBgp = {
+      ...aws(),
+      environment: cloudRoutes,
+      loadBalancer: { replicas: 3, image: "registry.example/lb:1" },
+    };
+    expect(await problemsOf(noBgp)).toEqual([]);
+    // The route tables come from the environment; settings it does not make are still checked.
+    expect(
+      await problemsOf({ ...noBgp, loadBalancer: { ...noBgp.loadBalancer, cloudRoutes: { renewMs: 5000 } } }),
+    ).toEqual([
+      "loadBalancer.cloudRoutes.renewMs: must be at most half of leaseDurationS (in ms), or a holder could lose its Lease between two renewals (got 5000)",
+    ]);
+    const a = aws();
+    expect(
+      await problemsOf({
+        ...a,
+        environment: { ...a.environment, nodes: { lb: 2 } },
+        network: { ...a.network, podCidr: "10.0.128.0/17" },
+        flannel: { backend: "host-gw" },
+      }),
+    ).toEqual([
+      'network.podCidr: overlaps network.nodeCidr (10.0.0.0/16); give each network its own addresses (got "10.0.128.0/17")',
+      'flannel.backend: host-gw does not work on aws: a cloud gateway sits between the VMs and drops un-encapsulated pod traffic addressed to the overlay network, which it does not know (thesis Table 3.1); use "vxlan" (got "host-gw")',
+      "loadBalancer.replicas: 3 LB pods need 3 LB nodes (one pod per node) but only 2 are labelled; label more nodes or lower replicas (got 3)",
+    ]);
+    expect(await problemsOf({ ...a, network: { ...a.network, nodeCidr: "172.0.0.0/8" } })).toEqual([
+      'network.nodeCidr: is the VPC\'s range, and the cloud allows at most a /16; use a /16 or smaller (got "172.0.0.0/8")',
+    ]);
+  });
+
   // One per environment field with a range or a set of values.
   it.each<[string, Record<string, unknown>, string]>([
     [
       "kind",
-      { kind: "aws" },
-      'environment.kind: unknown environment kind; set environment.kind to "kubeconfig" or "lab" (got "aws")',
+      { kind: "azure" },
+      'environment.kind: unknown environment kind; set environment.kind to one of "kubeconfig", "onprem", "aws", "gcp", "lab" (got "azure")',
     ],
     [
       "platform",

@@ -8,6 +8,7 @@ import {
   clusterInputProblems,
   collect,
   collectParsed,
+  ipv4Cidr,
   nearestName,
   networkPlanSchema,
   problem,
@@ -16,7 +17,9 @@ import {
 } from "@portable-lb/core";
 import { labEnvironmentSchema, labPlan } from "@portable-lb/lab";
 import {
-  kubeconfigEnvironmentSchema,
+  environmentSchemaWith,
+  planEnvironment,
+  planFacts,
   probeCluster,
   readKubeconfig,
   type KubeconfigFile,
@@ -36,11 +39,7 @@ export const STACK_SETTINGS = [
 ] as const;
 
 // The lab's own schema, made strict here: its package keeps the lenient one for its callers.
-const environmentSchema = z.discriminatedUnion(
-  "kind",
-  [kubeconfigEnvironmentSchema, z.strictObject(labEnvironmentSchema.shape)],
-  { error: 'unknown environment kind; set environment.kind to "kubeconfig" or "lab"' },
-);
+const environmentSchema = environmentSchemaWith(z.strictObject(labEnvironmentSchema.shape));
 
 const otherSettingsSchema = z.strictObject({
   skipAwait: z.boolean().optional(),
@@ -102,6 +101,12 @@ export async function checkStackInput(config: pulumi.Config, probe: Probe = prob
   if (environment?.kind === "kubeconfig") {
     facts = environment;
     kubeconfig = collect(problems, () => readKubeconfig(environment.kubeconfig));
+  } else if (environment && environment.kind !== "lab") {
+    // The machines it will make need only the node network (a bad one is reported below), so the
+    // checks against them run even when another network field is wrong.
+    const nodeCidr = schemaProblems(ipv4Cidr, (network as { nodeCidr?: unknown } | null)?.nodeCidr, "").data;
+    const planned = nodeCidr && collect(problems, () => planEnvironment(environment, nodeCidr));
+    if (planned) facts = planFacts(planned);
   } else if (environment?.kind === "lab") {
     // The lab's routers, reflectors and LB image follow from its plan; a bad network is reported below.
     const plan = schemaProblems(networkPlanSchema, network, "network").data;

@@ -31,7 +31,7 @@ install_apt_packages
 install_node
 if ! { tool_ready pulumi "$PULUMI_VERSION" && tool_ready pulumi-language-nodejs "$PULUMI_LANGUAGE_NODEJS_VERSION" &&
   tool_ready pulumi-kubernetes "$PULUMI_KUBERNETES_VERSION" && tool_ready kubernetes "$KUBERNETES_VERSION" &&
-  tool_ready kubectl "$KUBERNETES_VERSION"; }; then
+  tool_ready kubectl "$KUBERNETES_VERSION" && tool_ready kubeadm "$KUBERNETES_VERSION"; }; then
   need_memory_gb 5
 fi
 install_pulumi

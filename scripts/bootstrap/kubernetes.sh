@@ -1,6 +1,6 @@
 # Kubernetes built from k8s.io/kubernetes on the Go module proxy at KUBERNETES_VERSION: the control
 # plane (kube-apiserver, kube-controller-manager, kube-scheduler), the lab nodes' kubelet and
-# kube-proxy, the pause binary their sandbox image runs, and kubectl. Sourced by bootstrap.sh.
+# kube-proxy, the pause binary their sandbox image runs, kubectl and kubeadm. Sourced by bootstrap.sh.
 
 # kubernetes_commands STAGING COMMAND...: those commands of k8s.io/kubernetes at KUBERNETES_VERSION
 kubernetes_commands() {
@@ -40,7 +40,12 @@ build_kubernetes() {
 # kubectl, for the tests that drive the lab as a user would (and for the user's own use of it).
 build_kubectl() { kubernetes_commands "$1" kubectl; }
 
+# kubeadm, which the providers' node bootstrap script runs on every machine: the tests check the
+# configuration it renders with `kubeadm config validate`.
+build_kubeadm() { kubernetes_commands "$1" kubeadm; }
+
 install_kubernetes() {
   install_tool kubernetes "$KUBERNETES_VERSION" build_kubernetes
   install_tool kubectl "$KUBERNETES_VERSION" build_kubectl
+  install_tool kubeadm "$KUBERNETES_VERSION" build_kubeadm
 }

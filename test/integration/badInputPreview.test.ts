@@ -52,3 +52,60 @@ describe("pulumi preview of the root program with bad input", () => {
     expect(planned).toEqual(["pulumi:pulumi:Stack"]);
   });
 });
+
+describe("pulumi preview of the root program on aws with bad input", () => {
+  let stack: TestStack;
+
+  beforeAll(async () => {
+    const settings = {
+      environment: {
+        kind: "aws",
+        region: "eu-central-1",
+        zones: ["eu-central-1a", "eu-central-1b"],
+        apiAccessCidrs: ["203.0.113.0/24"],
+        nodes: { lb: 2 },
+        bgp: { routers: ["10.0.0.1"] },
+      },
+      network: {
+        nodeCidr: "10.0.0.0/16",
+        podCidr: "10.0.128.0/17",
+        serviceCidr: "10.96.0.0/16",
+        vipPools: [{ name: "web", cidr: "10.1.1.0/24" }],
+      },
+      loadBalancer: {
+        replicas: 3,
+        image: "registry.example.com/portable-lb/lb:1",
+        bgp: { asn: 64512 },
+        routeReflectors: [{ node: "plb-worker-1", address: "10.0.128.11" }],
+      },
+      flannel: { backend: "host-gw" },
+    };
+    stack = await TestStack.create({
+      program: repoRoot,
+      config: Object.fromEntries(
+        Object.entries(settings).map(([key, value]) => [`portable-lb:${key}`, value]),
+      ),
+    });
+  });
+  afterAll(async () => {
+    await stack?.dispose();
+  });
+
+  it("checks the cluster against the machines it would make: VPC overlap, host-gw, LB nodes; plans nothing", async () => {
+    const events: EngineEvent[] = [];
+    await expect(stack.stack.preview({ color: "never", onEvent: (e) => events.push(e) })).rejects.toThrow();
+    const diagnostics = events
+      .map((e) => e.diagnosticEvent)
+      .filter((d) => d?.severity === "error")
+      .map((d) => d!.message.trim());
+    expect(diagnostics).toEqual([
+      [
+        'network.podCidr: overlaps network.nodeCidr (10.0.0.0/16); give each network its own addresses (got "10.0.128.0/17")',
+        'flannel.backend: host-gw does not work on aws: a cloud gateway sits between the VMs and drops un-encapsulated pod traffic addressed to the overlay network, which it does not know (thesis Table 3.1); use "vxlan" (got "host-gw")',
+        "loadBalancer.replicas: 3 LB pods need 3 LB nodes (one pod per node) but only 2 are labelled; label more nodes or lower replicas (got 3)",
+      ].join("\n"),
+    ]);
+    const planned = events.flatMap((e) => (e.resourcePreEvent ? [e.resourcePreEvent.metadata.type] : []));
+    expect(planned).toEqual(["pulumi:pulumi:Stack"]);
+  });
+});

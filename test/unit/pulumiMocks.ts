@@ -12,7 +12,23 @@ export interface RecordedResource {
   provider?: string;
 }
 
-export function installMocks(): RecordedResource[] {
+/**
+ * What a provider would add to a resource's state beyond its inputs (a certificate's PEM, an id the
+ * cloud assigns), and what an invoke (a data source) returns; by default, nothing and the invoke's
+ * own arguments.
+ */
+export interface MockProvider {
+  outputs?: (
+    type: string,
+    name: string,
+    inputs: Record<string, unknown>,
+  ) => Record<string, unknown> | undefined;
+  call?: (token: string, inputs: Record<string, unknown>) => Record<string, unknown> | undefined;
+  /** The id the cloud would assign, where its shape matters (default `NAME-id`). */
+  id?: (type: string, name: string) => string | undefined;
+}
+
+export function installMocks(provider: MockProvider = {}): RecordedResource[] {
   const recorded: RecordedResource[] = [];
   // setMocks does all its work before its first await, so the mocks are in place when it returns.
   void pulumi.runtime.setMocks(
@@ -25,9 +41,14 @@ export function installMocks(): RecordedResource[] {
           inputs,
           ...(args.provider && { provider: args.provider }),
         });
-        return { id: `${args.name}-id`, state: inputs };
+        return {
+          id: provider.id?.(args.type, args.name) ?? `${args.name}-id`,
+          state: { ...inputs, ...provider.outputs?.(args.type, args.name, inputs) },
+        };
       },
-      call: (args) => args.inputs as Record<string, unknown>,
+      call: (args) =>
+        provider.call?.(args.token, args.inputs as Record<string, unknown>) ??
+        (args.inputs as Record<string, unknown>),
     },
     "portable-lb",
     "unit",

@@ -3,6 +3,17 @@
 import type * as pulumi from "@pulumi/pulumi";
 import type { Platform } from "./platform.ts";
 
+/**
+ * Where cloud-routes mode writes VIP routes, when the environment made that network itself: AWS route
+ * tables (their ids known once created) or a GCP network. loadBalancer.cloudRoutes may leave them out.
+ */
+export type EnvironmentRouteTargets =
+  | { cloud: "aws"; routeTableIds: pulumi.Input<string[]> }
+  | { cloud: "gcp"; project: string; network: string };
+
+/** What the checks at preview know of them: that AWS route tables will come, not yet their ids. */
+export type RouteTargetFacts = { cloud: "aws" } | { cloud: "gcp"; project: string; network: string };
+
 export interface ClusterEnvironment {
   /** The provider kind that produced it, e.g. "kubeconfig", "lab", "aws". */
   kind: string;
@@ -22,6 +33,8 @@ export interface ClusterEnvironment {
   dependsOn?: pulumi.Resource[];
   /** Where its nodes' container runtime keeps pods' network namespaces, when not /run/netns (the lab's). */
   podNetnsDir?: string;
+  /** cloud-routes mode: the route targets the environment made (the aws and gcp environments). */
+  cloudRoutes?: EnvironmentRouteTargets;
   /** A flanneld image the environment itself provides (the lab's local build), for Flannel's DaemonSet. */
   flannelImage?: string;
 }

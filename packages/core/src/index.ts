@@ -10,7 +10,7 @@ export * from "./loadBalancer/index.ts";
 export * from "./routeReflector/index.ts";
 export { CONFIG_HASH_ANNOTATION, configHash } from "./configHash.ts";
 export { minimalSecurityContext } from "./containerSecurity.ts";
-export type { ClusterEnvironment } from "./environment.ts";
+export type { ClusterEnvironment, EnvironmentRouteTargets, RouteTargetFacts } from "./environment.ts";
 export { PART_OF, standardLabels } from "./labels.ts";
 export { PLATFORMS, hasCloudGateway, type Platform } from "./platform.ts";
 export { SystemNamespace, type PodSecurityLevel, type SystemNamespaceArgs } from "./systemNamespace.ts";

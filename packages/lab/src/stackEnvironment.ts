@@ -1,20 +1,14 @@
 // Which cluster a stack runs against, read from the stack's `portable-lb:environment` config:
 // `kubeconfig` adopts an existing cluster (@portable-lb/providers), `lab` builds one on this machine
-// (lab.ts).
-import { ConfigError, parseOrThrow } from "@portable-lb/core";
-import { kubeconfigEnvironmentSchema, resolveEnvironment, type Environment } from "@portable-lb/providers";
+// (lab.ts). The provisioning kinds (onprem, aws, gcp) are checked, but not yet provisioned here.
+import { ConfigError, parseOrThrow, problem } from "@portable-lb/core";
+import { environmentSchemaWith, resolveEnvironment, type Environment } from "@portable-lb/providers";
 import type * as pulumi from "@pulumi/pulumi";
-import { z } from "zod";
+import type { z } from "zod";
 import { Lab } from "./lab.ts";
 import { labEnvironmentSchema } from "./labPlan.ts";
 
-export const environmentSchema = z.discriminatedUnion(
-  "kind",
-  [kubeconfigEnvironmentSchema, labEnvironmentSchema],
-  {
-    error: 'unknown environment kind; set environment.kind to "kubeconfig" or "lab"',
-  },
-);
+export const environmentSchema = environmentSchemaWith(labEnvironmentSchema);
 
 export type EnvironmentConfig = z.output<typeof environmentSchema>;
 
@@ -31,6 +25,14 @@ export function environmentFromConfig(config: pulumi.Config): StackEnvironment {
   }
   const env = parseOrThrow(environmentSchema, raw, "environment");
   if (env.kind === "kubeconfig") return resolveEnvironment(env);
+  if (env.kind !== "lab")
+    throw new ConfigError(
+      problem(
+        "environment.kind",
+        `the root program cannot provision ${env.kind} clusters yet (issue 18); provision one with @portable-lb/providers in your own program, or use "kubeconfig" with a cluster you have`,
+        env.kind,
+      ),
+    );
   const lab = new Lab(env.name, { environment: env, network: config.requireObject("network") });
   return { ...lab.environment, kubeconfig: lab.kubeconfig, lab };
 }

@@ -256,4 +256,55 @@ describe("PortableCluster's input check", () => {
     mutate(args);
     expect(await problemsOf(args)).toEqual([message]);
   });
+
+  it("takes the route targets the environment made where loadBalancer.cloudRoutes leaves them out", async () => {
+    const gcp: PortableClusterArgs = {
+      ...cloud(),
+      environment: environment({
+        platform: "gcp",
+        bgp: undefined,
+        cloudRoutes: { cloud: "gcp", project: "my-project-123", network: "plb-network" },
+      }),
+      loadBalancer: { replicas: 2, image: "registry.example/portable-lb/lb:1" },
+    };
+    const lbCloudRoutes = async (args: PortableClusterArgs) => {
+      recorded.length = 0;
+      new PortableCluster("plb", args);
+      await settled();
+      const configMap = recorded.find(
+        (r) =>
+          r.type === "kubernetes:core/v1:ConfigMap" &&
+          r.inputs.metadata.name === "portable-lb-controller-config",
+      )!;
+      return (JSON.parse(configMap.inputs.data["config.json"] as string) as { cloudRoutes: unknown })
+        .cloudRoutes;
+    };
+    expect(await lbCloudRoutes(gcp)).toMatchObject({
+      cloud: "gcp",
+      project: "my-project-123",
+      network: "plb-network",
+    });
+    const aws: PortableClusterArgs = {
+      ...gcp,
+      environment: environment({
+        platform: "aws",
+        bgp: undefined,
+        cloudRoutes: { cloud: "aws", routeTableIds: pulumi.output(["rtb-0def"]) },
+      }),
+    };
+    expect(await lbCloudRoutes(aws)).toMatchObject({ cloud: "aws", routeTableIds: ["rtb-0def"] });
+    recorded.length = 0;
+    // Without them the fields are still required, and the user's own settings are still checked.
+    expect(
+      await problemsOf({ ...aws, environment: environment({ platform: "aws", bgp: undefined }) }),
+    ).toEqual([
+      'loadBalancer.cloudRoutes.routeTableIds: is required with cloud aws: list the VPC route tables your clients\' subnets use, e.g. ["rtb-0123abcd"] (not set)',
+    ]);
+    expect(
+      await problemsOf({
+        ...gcp,
+        loadBalancer: { ...gcp.loadBalancer, cloudRoutes: { network: "Bad_Net" } },
+      }),
+    ).toEqual(['loadBalancer.cloudRoutes.network: must be a GCP network name like default (got "Bad_Net")']);
+  });
 });

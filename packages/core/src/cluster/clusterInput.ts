@@ -13,10 +13,11 @@ import {
   drainSchema,
   gracefulRestartS,
   lbCloudRoutesSchema,
+  lbCloudRoutesSchemaRouteTablesLater,
   loadBalancerClassSchema,
 } from "../config/lbConfig.ts";
 import { LB_IMAGE_FIX, lbImageRef } from "../config/lbImageRef.ts";
-import type { ClusterEnvironment } from "../environment.ts";
+import type { ClusterEnvironment, EnvironmentRouteTargets, RouteTargetFacts } from "../environment.ts";
 import { flannelBackendConf, resolveFlannelBackend } from "../flannel/flannelBackend.ts";
 import { reflectorsSchema } from "../routeReflector/routeReflector.ts";
 import { ConfigError, collect, collectParsed, problem } from "../validation.ts";
@@ -26,7 +27,9 @@ import { resolveRoutingMode, type RoutingMode } from "./routingMode.ts";
 export const ROUTING_CHOICES = ["auto", "bgp", "cloud-routes"] as const;
 
 /** What the checks need to know of the environment: not how to reach it. */
-export type EnvironmentFacts = Pick<ClusterEnvironment, "platform" | "bgp" | "lbNodeCount" | "lbImage">;
+export type EnvironmentFacts = Pick<ClusterEnvironment, "platform" | "bgp" | "lbNodeCount" | "lbImage"> & {
+  cloudRoutes?: RouteTargetFacts | EnvironmentRouteTargets;
+};
 
 export const flannelInputSchema = z.strictObject({
   /** Checked against the platform after the pass (resolveFlannelBackend). */
@@ -88,8 +91,10 @@ export interface CheckedClusterInput {
   /** BGP mode: the reflectors, checked against the node network. */
   routeReflectors: { node: string; address: string }[];
   image: string;
-  /** cloud-routes mode: the settings, with the environment's cloud. */
+  /** cloud-routes mode: the settings, with the environment's cloud (and its GCP network). */
   cloudRoutes?: z.input<typeof lbCloudRoutesSchema>;
+  /** cloud-routes on AWS: the route tables the environment made, when the settings name none. */
+  routeTablesLater?: boolean;
 }
 
 /**
@@ -179,7 +184,8 @@ function checkAll(
       loadBalancer: lb,
       routeReflectors: reflectors,
       image,
-      ...(cloudRoutes && { cloudRoutes }),
+      ...(cloudRoutes && { cloudRoutes: cloudRoutes.settings }),
+      ...(cloudRoutes?.routeTablesLater && { routeTablesLater: true }),
     },
     problems,
   };
@@ -188,13 +194,15 @@ function checkAll(
 /**
  * The cloud-routes settings with the environment's cloud, checked here so that what each cloud needs
  * (AWS route tables, GCP's project and network) fails at preview under the field the user sets.
+ * What the environment made itself fills in what the user left out: its GCP network, and AWS route
+ * tables whose ids come once they exist.
  */
 function checkCloudRoutes(
   problems: string[],
   routingMode: RoutingMode,
   env: EnvironmentFacts,
   given: Record<string, unknown> | undefined,
-): z.input<typeof lbCloudRoutesSchema> | undefined {
+): { settings: z.input<typeof lbCloudRoutesSchema>; routeTablesLater: boolean } | undefined {
   if (routingMode !== "cloud-routes") {
     if (given)
       problems.push(
@@ -213,6 +221,15 @@ function checkCloudRoutes(
     );
     return undefined;
   }
-  const settings = { ...given, cloud };
-  return collectParsed(problems, lbCloudRoutesSchema, settings, "loadBalancer.cloudRoutes") && settings;
+  const made = env.cloudRoutes;
+  const settings = {
+    ...(made?.cloud === "gcp" && { project: made.project, network: made.network }),
+    ...given,
+    cloud,
+  };
+  const routeTablesLater = made?.cloud === "aws" && given?.routeTableIds === undefined;
+  const schema = routeTablesLater ? lbCloudRoutesSchemaRouteTablesLater : lbCloudRoutesSchema;
+  return (
+    collectParsed(problems, schema, settings, "loadBalancer.cloudRoutes") && { settings, routeTablesLater }
+  );
 }

@@ -136,6 +136,9 @@ export class PortableCluster extends pulumi.ComponentResource {
         image,
         ...(lbArgs.nodeSelector && { nodeSelector: lbArgs.nodeSelector }),
         ...(bgp && lbArgs.bgp?.password !== undefined && { bgpPassword: lbArgs.bgp.password }),
+        // The AWS route tables the environment made: written into the LB's config once they exist.
+        ...(checked.routeTablesLater &&
+          env.cloudRoutes?.cloud === "aws" && { routeTableIds: env.cloudRoutes.routeTableIds }),
         ...(env.podNetnsDir !== undefined && { podNetnsDir: env.podNetnsDir }),
         ...(args.skipAwait && { skipAwait: true }),
       },

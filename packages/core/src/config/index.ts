@@ -23,7 +23,9 @@ export {
   SCHEDULERS,
   lbBgpSchema,
   lbCloudRoutesSchema,
+  lbCloudRoutesSchemaRouteTablesLater,
   lbConfigSchema,
+  lbConfigSchemaRouteTablesLater,
   type LbConfig,
   type LbConfigInput,
 } from "./lbConfig.ts";

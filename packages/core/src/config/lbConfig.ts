@@ -113,106 +113,126 @@ export const lbBgpSchema = z.strictObject({
   passwordFile: z.string().optional(),
 });
 
-export const lbCloudRoutesSchema = z
-  .strictObject({
-    cloud: z.enum(["aws", "gcp"]),
-    /** AWS: the route tables to point VIPs at this LB in. */
-    routeTableIds: z
-      .array(
-        z.string().regex(/^rtb-[0-9a-f]+$/, { error: "must be an AWS route table id like rtb-0123abcd" }),
-      )
-      .optional(),
-    /** GCP: the VPC network the routes go into, and the project holding it (a Shared VPC's host). */
-    network: z
-      .string()
-      .regex(/^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$/, { error: "must be a GCP network name like default" })
-      .optional(),
-    project: z
-      .string()
-      .regex(/^[a-z][-a-z0-9]{4,28}[a-z0-9]$/, { error: "must be a GCP project id like my-project-123" })
-      .optional(),
-    // Ownership Leases (lb-image/src/cloudRoutes/routeLeases.ts): a crashed LB pod's VIPs move within
-    // about leaseDurationS; holders renew every renewMs; the route tables are re-read every resyncS.
-    leaseDurationS: z.number().int().min(2).max(60).default(3),
-    renewMs: z.number().int().min(100).max(10_000).default(1_000),
-    resyncS: z.number().int().min(10).max(3_600).default(60),
-  })
-  .superRefine((c, ctx) => {
-    if (c.renewMs * 2 > c.leaseDurationS * 1000)
-      ctx.addIssue({
-        code: "custom",
-        path: ["renewMs"],
-        message:
-          "must be at most half of leaseDurationS (in ms), or a holder could lose its Lease between two renewals",
-      });
-    // What each cloud's routes need to know before a pod starts: caught at preview, not in the pod.
-    if (c.cloud === "aws" && !c.routeTableIds?.length)
-      ctx.addIssue({
-        code: "custom",
-        path: ["routeTableIds"],
-        message:
-          'is required with cloud aws: list the VPC route tables your clients\' subnets use, e.g. ["rtb-0123abcd"]',
-      });
-    for (const key of ["project", "network"] as const)
-      if (c.cloud === "gcp" && !c[key])
+/**
+ * cloud-routes settings. `routeTablesLater`: an environment made the AWS route tables and hands
+ * their ids over once they exist (PortableCluster writes them into the LB's config then).
+ */
+function cloudRoutesSchema(routeTablesLater: boolean) {
+  return z
+    .strictObject({
+      cloud: z.enum(["aws", "gcp"]),
+      /** AWS: the route tables to point VIPs at this LB in. */
+      routeTableIds: z
+        .array(
+          z.string().regex(/^rtb-[0-9a-f]+$/, { error: "must be an AWS route table id like rtb-0123abcd" }),
+        )
+        .optional(),
+      /** GCP: the VPC network the routes go into, and the project holding it (a Shared VPC's host). */
+      network: z
+        .string()
+        .regex(/^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$/, { error: "must be a GCP network name like default" })
+        .optional(),
+      project: z
+        .string()
+        .regex(/^[a-z][-a-z0-9]{4,28}[a-z0-9]$/, { error: "must be a GCP project id like my-project-123" })
+        .optional(),
+      // Ownership Leases (lb-image/src/cloudRoutes/routeLeases.ts): a crashed LB pod's VIPs move within
+      // about leaseDurationS; holders renew every renewMs; the route tables are re-read every resyncS.
+      leaseDurationS: z.number().int().min(2).max(60).default(3),
+      renewMs: z.number().int().min(100).max(10_000).default(1_000),
+      resyncS: z.number().int().min(10).max(3_600).default(60),
+    })
+    .superRefine((c, ctx) => {
+      if (c.renewMs * 2 > c.leaseDurationS * 1000)
         ctx.addIssue({
           code: "custom",
-          path: [key],
+          path: ["renewMs"],
           message:
-            key === "project"
-              ? 'is required with cloud gcp: set the id of the project holding the VPC network (a Shared VPC\'s host project), e.g. "my-project-123"'
-              : 'is required with cloud gcp: set the VPC network the LB instances are in, e.g. "default"',
+            "must be at most half of leaseDurationS (in ms), or a holder could lose its Lease between two renewals",
         });
-  });
-
-export const lbConfigSchema = z
-  .strictObject({
-    loadBalancerClass: loadBalancerClassSchema.default(DEFAULT_LOAD_BALANCER_CLASS),
-    routingMode: z.enum(ROUTING_MODES),
-    podCidr: ipv4Cidr,
-    vipPools: z
-      .array(vipPoolSchema)
-      .min(1, { error: "needs at least one pool, e.g. { name: 'default', cidr: '10.1.1.0/24' }" }),
-    dataPlane: dataPlaneSchema.prefault({}),
-    bgp: lbBgpSchema.optional(),
-    drain: drainSchema.prefault({}),
-    cloudRoutes: lbCloudRoutesSchema.optional(),
-    ports: z
-      .strictObject({
-        metrics: port.default(9150),
-        health: port.default(9151),
-        // The node agent runs in the node's network namespace: its port is taken on every LB node.
-        nodeAgent: port.default(9152),
-      })
-      .prefault({}),
-  })
-  .superRefine((c, ctx) => {
-    if (c.routingMode === "bgp" && !c.bgp)
-      ctx.addIssue({
-        code: "custom",
-        path: ["bgp"],
-        message: "is required when routingMode is bgp: set bgp.asn and bgp.routeReflectors",
-      });
-    if (c.routingMode === "cloud-routes" && !c.cloudRoutes)
-      ctx.addIssue({
-        code: "custom",
-        path: ["cloudRoutes"],
-        message: "is required when routingMode is cloud-routes: set cloudRoutes.cloud",
-      });
-    checkPoolsDistinct(c.vipPools, ctx, ["vipPools"]);
-    c.vipPools.forEach((p, i) => {
-      if (isIpv4Cidr(p.cidr) && isIpv4Cidr(c.podCidr) && cidrsOverlap(p.cidr, c.podCidr))
+      // What each cloud's routes need to know before a pod starts: caught at preview, not in the pod.
+      if (c.cloud === "aws" && !c.routeTableIds?.length && !routeTablesLater)
         ctx.addIssue({
           code: "custom",
-          path: ["vipPools", i, "cidr"],
-          message: `overlaps podCidr ${c.podCidr}; VIPs must lie outside the pod network`,
+          path: ["routeTableIds"],
+          message:
+            'is required with cloud aws: list the VPC route tables your clients\' subnets use, e.g. ["rtb-0123abcd"]',
+        });
+      for (const key of ["project", "network"] as const)
+        if (c.cloud === "gcp" && !c[key])
+          ctx.addIssue({
+            code: "custom",
+            path: [key],
+            message:
+              key === "project"
+                ? 'is required with cloud gcp: set the id of the project holding the VPC network (a Shared VPC\'s host project), e.g. "my-project-123"'
+                : 'is required with cloud gcp: set the VPC network the LB instances are in, e.g. "default"',
+          });
+    });
+}
+
+export const lbCloudRoutesSchema = cloudRoutesSchema(false);
+/** The settings when an environment supplies the AWS route tables itself, once made. */
+export const lbCloudRoutesSchemaRouteTablesLater = cloudRoutesSchema(true);
+
+function configSchema(cloudRoutes: typeof lbCloudRoutesSchema) {
+  return z
+    .strictObject({
+      loadBalancerClass: loadBalancerClassSchema.default(DEFAULT_LOAD_BALANCER_CLASS),
+      routingMode: z.enum(ROUTING_MODES),
+      podCidr: ipv4Cidr,
+      vipPools: z
+        .array(vipPoolSchema)
+        .min(1, { error: "needs at least one pool, e.g. { name: 'default', cidr: '10.1.1.0/24' }" }),
+      dataPlane: dataPlaneSchema.prefault({}),
+      bgp: lbBgpSchema.optional(),
+      drain: drainSchema.prefault({}),
+      cloudRoutes: cloudRoutes.optional(),
+      ports: z
+        .strictObject({
+          metrics: port.default(9150),
+          health: port.default(9151),
+          // The node agent runs in the node's network namespace: its port is taken on every LB node.
+          nodeAgent: port.default(9152),
+        })
+        .prefault({}),
+    })
+    .superRefine((c, ctx) => {
+      if (c.routingMode === "bgp" && !c.bgp)
+        ctx.addIssue({
+          code: "custom",
+          path: ["bgp"],
+          message: "is required when routingMode is bgp: set bgp.asn and bgp.routeReflectors",
+        });
+      if (c.routingMode === "cloud-routes" && !c.cloudRoutes)
+        ctx.addIssue({
+          code: "custom",
+          path: ["cloudRoutes"],
+          message: "is required when routingMode is cloud-routes: set cloudRoutes.cloud",
+        });
+      checkPoolsDistinct(c.vipPools, ctx, ["vipPools"]);
+      c.vipPools.forEach((p, i) => {
+        if (isIpv4Cidr(p.cidr) && isIpv4Cidr(c.podCidr) && cidrsOverlap(p.cidr, c.podCidr))
+          ctx.addIssue({
+            code: "custom",
+            path: ["vipPools", i, "cidr"],
+            message: `overlaps podCidr ${c.podCidr}; VIPs must lie outside the pod network`,
+          });
+      });
+      checkDrain(c.dataPlane.engine, c.drain, ctx, ["drain"]);
+      checkForwarding(c.dataPlane, c.routingMode, ctx, ["dataPlane", "mode"]);
+      if (c.ports.metrics === c.ports.health)
+        ctx.addIssue({
+          code: "custom",
+          path: ["ports", "health"],
+          message: "must differ from ports.metrics",
         });
     });
-    checkDrain(c.dataPlane.engine, c.drain, ctx, ["drain"]);
-    checkForwarding(c.dataPlane, c.routingMode, ctx, ["dataPlane", "mode"]);
-    if (c.ports.metrics === c.ports.health)
-      ctx.addIssue({ code: "custom", path: ["ports", "health"], message: "must differ from ports.metrics" });
-  });
+}
+
+export const lbConfigSchema = configSchema(lbCloudRoutesSchema);
+/** The LB config before an environment's AWS route tables exist (LoadBalancer's routeTableIds). */
+export const lbConfigSchemaRouteTablesLater = configSchema(lbCloudRoutesSchemaRouteTablesLater);
 
 export type LbConfig = z.output<typeof lbConfigSchema>;
 export type LbConfigInput = z.input<typeof lbConfigSchema>;

@@ -1,5 +1,6 @@
 import * as pulumi from "@pulumi/pulumi";
 import { installMocks, secretValue, settled, typeChain, valueOf } from "../../../../test/unit/pulumiMocks.ts";
+import { configHash } from "../configHash.ts";
 import { LB_POD_LABELS } from "../config/lbImage.ts";
 import { lbConfigSchema, type LbConfigInput } from "../config/lbConfig.ts";
 import { LoadBalancer } from "./loadBalancer.ts";
@@ -230,6 +231,25 @@ describe("LoadBalancer", () => {
     expect(pod.volumes.map((v: { name: string }) => v.name)).toEqual(["config", "tmp"]);
   });
 
+  it("writes an environment's route tables, known once created, into its config and config hash", async () => {
+    const lb = new LoadBalancer("lb", {
+      config: { ...cloudConfig, cloudRoutes: { cloud: "aws" } },
+      replicas: 2,
+      image: IMAGE,
+      routeTableIds: pulumi.output(["rtb-0def"]),
+    });
+    await settled();
+    const config = JSON.parse(
+      one("kubernetes:core/v1:ConfigMap").data["config.json"] as string,
+    ) as LbConfigInput;
+    expect(config.cloudRoutes).toMatchObject({ cloud: "aws", routeTableIds: ["rtb-0def"] });
+    const hash = one("kubernetes:apps/v1:Deployment").spec.template.metadata.annotations[
+      "portable-lb.io/config-hash"
+    ];
+    expect(hash).toBe(configHash(JSON.stringify(config, null, 2)));
+    expect(lb.config.cloudRoutes?.routeTableIds).toBeUndefined();
+  });
+
   it("grants cloud-routes mode only reading Nodes and watching its Leases on top", async () => {
     new LoadBalancer("lb", { config: cloudConfig, replicas: 2, image: IMAGE });
     await settled();
@@ -317,6 +337,11 @@ describe("LoadBalancer", () => {
       "a password without BGP",
       { config: cloudConfig, bgpPassword: "x" },
       "loadBalancer.bgpPassword: is set but routingMode is cloud-routes; drop the password or use routingMode bgp",
+    ],
+    [
+      "an environment's route tables for a config that names its own",
+      { config: cloudConfig, routeTableIds: ["rtb-0def"] },
+      "loadBalancer.routeTableIds: the environment's route tables are for cloud-routes on aws whose config names none; drop them or config.cloudRoutes.routeTableIds",
     ],
     [
       "a bad config",

@@ -3,7 +3,12 @@ import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
 import { z } from "zod";
 import { CONFIG_HASH_ANNOTATION, configHash } from "../configHash.ts";
-import { lbConfigSchema, type LbConfig, type LbConfigInput } from "../config/lbConfig.ts";
+import {
+  lbConfigSchema,
+  lbConfigSchemaRouteTablesLater,
+  type LbConfig,
+  type LbConfigInput,
+} from "../config/lbConfig.ts";
 import { SystemNamespace } from "../systemNamespace.ts";
 import { ConfigError, parseOrThrow } from "../validation.ts";
 import { LB_PATHS, LB_POD_LABELS } from "../config/lbImage.ts";
@@ -40,6 +45,11 @@ export interface LoadBalancerArgs {
   nodeSelector?: Record<string, string>;
   /** TCP MD5 password for the BGP sessions; pass a Pulumi secret. */
   bgpPassword?: pulumi.Input<string>;
+  /**
+   * cloud-routes on AWS: route tables an environment made, whose ids exist only once they are
+   * created; config.cloudRoutes then names none, and the config is written with these.
+   */
+  routeTableIds?: pulumi.Input<string[]>;
   /**
    * Where the nodes' container runtime keeps pods' network namespaces (with dataPlane.mode dsr the
    * node agent enters the backend pods' namespaces there); default /run/netns (containerd, CRI-O).
@@ -83,7 +93,16 @@ export class LoadBalancer extends pulumi.ComponentResource {
   constructor(name: string, args: LoadBalancerArgs, opts?: pulumi.ComponentResourceOptions) {
     super("portable-lb:core:LoadBalancer", name, {}, opts);
     const { image } = parseOrThrow(argsSchema, args, "loadBalancer");
-    const parsed = parseOrThrow(lbConfigSchema, args.config, "loadBalancer.config");
+    const tablesLater = args.routeTableIds !== undefined;
+    const parsed = parseOrThrow(
+      tablesLater ? lbConfigSchemaRouteTablesLater : lbConfigSchema,
+      args.config,
+      "loadBalancer.config",
+    );
+    if (tablesLater && (parsed.cloudRoutes?.cloud !== "aws" || parsed.cloudRoutes.routeTableIds))
+      throw new ConfigError(
+        "loadBalancer.routeTableIds: the environment's route tables are for cloud-routes on aws whose config names none; drop them or config.cloudRoutes.routeTableIds",
+      );
     if (args.bgpPassword !== undefined && parsed.routingMode !== "bgp") {
       throw new ConfigError(
         `loadBalancer.bgpPassword: is set but routingMode is ${parsed.routingMode}; drop the password or use routingMode bgp`,
@@ -126,7 +145,24 @@ export class LoadBalancer extends pulumi.ComponentResource {
       { name: this.serviceAccount.metadata.name, namespace: ns.name },
       child,
     );
-    const configJson = JSON.stringify(this.config, null, 2);
+    // With an environment's route tables, the config is complete (and checked as the controller
+    // checks it) once their ids exist.
+    const config = this.config;
+    const configJson = pulumi
+      .output(args.routeTableIds)
+      .apply((ids) =>
+        JSON.stringify(
+          ids === undefined
+            ? config
+            : parseOrThrow(
+                lbConfigSchema,
+                { ...config, cloudRoutes: { ...config.cloudRoutes!, routeTableIds: ids } },
+                "loadBalancer.config",
+              ),
+          null,
+          2,
+        ),
+      );
     this.configMap = new k8s.core.v1.ConfigMap(
       `${name}-config`,
       { metadata: { name: `${NAME}-config`, ...inNs }, data: { "config.json": configJson } },
@@ -156,7 +192,7 @@ export class LoadBalancer extends pulumi.ComponentResource {
     );
 
     const nodeSelector = args.nodeSelector ?? DEFAULT_LB_NODE_SELECTOR;
-    const configAnnotations = { [CONFIG_HASH_ANNOTATION]: configHash(configJson) };
+    const configAnnotations = { [CONFIG_HASH_ANNOTATION]: configJson.apply(configHash) };
     const podSpec = lbPodSpec({
       config: this.config,
       image,

@@ -25,7 +25,7 @@ export interface NodeAgentArgs {
   /** The LB config's ConfigMap (key config.json), shared with the LB pods. */
   configMapName: string;
   /** Carries the config hash, so a config change rolls the agents. */
-  podAnnotations: Record<string, string>;
+  podAnnotations: Record<string, pulumi.Input<string>>;
   image: string;
   nodeSelector: Record<string, string>;
   priorityClassName: string;

@@ -1,0 +1,21 @@
+// What the tls and random providers would return under Pulumi's mocks: the throwaway fixture CA
+// stands in for every certificate and key, and the token's parts are fixed.
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+
+export const TEST_CA_CERT = readFileSync(join(__dirname, "test-ca.crt"), "utf8");
+export const TEST_CA_KEY = readFileSync(join(__dirname, "test-ca.key"), "utf8");
+export const TEST_JOIN_TOKEN = "abc123.0123456789abcdef";
+
+const outputs: Record<string, Record<string, unknown>> = {
+  "tls:index/privateKey:PrivateKey": { privateKeyPem: TEST_CA_KEY },
+  "tls:index/selfSignedCert:SelfSignedCert": { certPem: TEST_CA_CERT },
+  "tls:index/certRequest:CertRequest": { certRequestPem: "csr" },
+  "tls:index/locallySignedCert:LocallySignedCert": { certPem: TEST_CA_CERT },
+  "random:index/randomString:RandomString": { result: TEST_JOIN_TOKEN.split(".")[0] },
+  "random:index/randomPassword:RandomPassword": { result: TEST_JOIN_TOKEN.split(".")[1] },
+};
+
+export function credentialOutputs(type: string): Record<string, unknown> | undefined {
+  return outputs[type];
+}

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# portable-lb node bootstrap: plb-cp (control-plane) of plb, Kubernetes 1.35.4 with containerd.
+# Rendered by @portable-lb/providers (bootstrap/bootstrapScript.ts); the same script runs over SSH
+# on premises and as cloud-init user data or a GCE startup script in the clouds.
+set -euo pipefail
+
+if [ -f /etc/kubernetes/kubelet.conf ]; then
+  echo "portable-lb: plb-cp is already part of the cluster"
+  exit 0
+fi
+export DEBIAN_FRONTEND=noninteractive
+
+# The kernel modules and settings kubeadm checks for and flannel needs.
+cat >/etc/modules-load.d/portable-lb.conf <<'MODULES'
+overlay
+br_netfilter
+MODULES
+modprobe overlay
+modprobe br_netfilter
+cat >/etc/sysctl.d/90-portable-lb.conf <<'SYSCTL'
+net.ipv4.ip_forward = 1
+net.bridge.bridge-nf-call-iptables = 1
+SYSCTL
+sysctl --system >/dev/null
+swapoff -a
+sed -i '/\sswap\s/s/^/#/' /etc/fstab
+
+# containerd from the distribution, with the systemd cgroup driver the kubelet is set to.
+apt-get update -q
+apt-get install -y -q containerd apt-transport-https ca-certificates curl gpg
+mkdir -p /etc/containerd
+containerd config default | sed 's/SystemdCgroup = false/SystemdCgroup = true/' >/etc/containerd/config.toml
+systemctl restart containerd
+
+# kubeadm, the kubelet and kubectl at 1.35.4, held there.
+install -d -m 0755 /etc/apt/keyrings
+curl -fsSL https://pkgs.k8s.io/core:/stable:/v1.35/deb/Release.key | gpg --dearmor --yes -o /etc/apt/keyrings/kubernetes.gpg
+echo 'deb [signed-by=/etc/apt/keyrings/kubernetes.gpg] https://pkgs.k8s.io/core:/stable:/v1.35/deb/ /' >/etc/apt/sources.list.d/kubernetes.list
+apt-get update -q
+apt-get install -y -q kubelet=1.35.4-1.1 kubeadm=1.35.4-1.1 kubectl=1.35.4-1.1
+apt-mark hold kubelet kubeadm kubectl
+
+# The EC2 instance this node is, from the metadata service (IMDSv2): the cloud-routes mode finds
+# it through the Node's providerID.
+imds_token=$(curl -fsS -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 300' http://169.254.169.254/latest/api/token)
+imds() { curl -fsS -H "X-aws-ec2-metadata-token: ${imds_token}" "http://169.254.169.254/latest/meta-data/$1"; }
+PROVIDER_ID="aws:///$(imds placement/availability-zone)/$(imds instance-id)"
+
+# The cluster CA, made by Pulumi (so the admin kubeconfig is known without logging in here):
+# kubeadm signs the cluster's certificates with it instead of making its own.
+install -d -m 0755 /etc/kubernetes/pki
+cat >/etc/kubernetes/pki/ca.crt <<'CA_CERT'
+-----BEGIN CERTIFICATE-----
+MIIBgjCCASegAwIBAgIUCt2MF83jBxyKcXs/pAsxnw5OIFAwCgYIKoZIzj0EAwIw
+FTETMBEGA1UEAwwKa3ViZXJuZXRlczAgFw0yNjExMjQyMzM4MDBaGA8yMTI2MTAz
+MTIzMzgwMFowFTETMBEGA1UEAwwKa3ViZXJuZXRlczBZMBMGByqGSM49AgEGCCqG
+SM49AwEHA0IABEaqYW+wFps4MyYzKz7A+DYQ4btomAp3hgLcb+MHtlYiBAKWt9xr
+susKyXECXKsUzwH3eJEtxwtfqIoI6sZrXCqjUzBRMB0GA1UdDgQWBBTVAm6foxWx
+2p6RDDTUMjAwye5/0zAfBgNVHSMEGDAWgBTVAm6foxWx2p6RDDTUMjAwye5/0zAP
+BgNVHRMBAf8EBTADAQH/MAoGCCqGSM49BAMCA0kAMEYCIQDj9FINJ2tyUg6B67GO
+AcTbHdjXq+Dpw6YWBxXgq/Ql+gIhAOKG+vDxNRJ8wPrfZWE0VGEN4hUBE+pJj8Cs
+l4ZgEeTu
+-----END CERTIFICATE-----
+CA_CERT
+install -m 0600 /dev/null /etc/kubernetes/pki/ca.key
+cat >/etc/kubernetes/pki/ca.key <<'CA_KEY'
+-----BEGIN EC PRIVATE KEY-----
+MHcCAQEEIIH9JH8ENMpl5i9qqbUHHZwbjvXf2juWAuQqOBlcFQ0soAoGCCqGSM49
+AwEHoUQDQgAERqphb7AWmzgzJjMrPsD4NhDhu2iYCneGAtxv4we2ViIEApa33Guy
+6wrJcQJcqxTPAfd4kS3HC1+oigjqxmtcKg==
+-----END EC PRIVATE KEY-----
+CA_KEY
+
+# The bootstrap token is in it: readable by root only.
+install -m 0600 /dev/null /etc/kubernetes/portable-lb-kubeadm.yaml
+cat >/etc/kubernetes/portable-lb-kubeadm.yaml <<KUBEADM
+apiVersion: kubeadm.k8s.io/v1beta4
+kind: InitConfiguration
+bootstrapTokens:
+  - token: abc123.0123456789abcdef
+    ttl: 24h0m0s
+    usages: [signing, authentication]
+    groups: [system:bootstrappers:kubeadm:default-node-token]
+localAPIEndpoint:
+  advertiseAddress: 10.0.0.10
+  bindPort: 6443
+nodeRegistration:
+  name: plb-cp
+  criSocket: unix:///run/containerd/containerd.sock
+  kubeletExtraArgs:
+    - name: node-ip
+      value: "10.0.0.10"
+    - name: provider-id
+      value: "${PROVIDER_ID}"
+---
+apiVersion: kubeadm.k8s.io/v1beta4
+kind: ClusterConfiguration
+clusterName: plb
+kubernetesVersion: v1.35.4
+controlPlaneEndpoint: 10.0.0.10:6443
+networking:
+  podSubnet: 10.244.0.0/16
+  serviceSubnet: 10.96.0.0/16
+apiServer:
+  certSANs:
+    - 10.0.0.10
+    - 203.0.113.7
+---
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cgroupDriver: systemd
+KUBEADM
+kubeadm init --config /etc/kubernetes/portable-lb-kubeadm.yaml
+echo "portable-lb: plb-cp runs the control plane"

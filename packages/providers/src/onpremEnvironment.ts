@@ -1,0 +1,79 @@
+// `environment` of kind "onprem": machines that exist already, reached over SSH, each with its role
+// and its address on the node network. The plan is the list itself, checked at preview.
+import { ConfigError, cidrContains, ipv4Address, problem } from "@portable-lb/core";
+import { z } from "zod";
+import { bgpPeersSchema, clusterNameSchema, lbTaintSchema } from "./environmentFields.ts";
+import { NODE_ROLES, type EnvironmentPlan } from "./provider.ts";
+
+export const onpremEnvironmentSchema = z
+  .strictObject({
+    kind: z.literal("onprem"),
+    name: clusterNameSchema,
+    nodes: z
+      .array(
+        z.strictObject({
+          /** The Kubernetes node name. */
+          name: z.string().regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, {
+            error: "must be a DNS label like lb-1 (a-z, 0-9 and '-')",
+          }),
+          /** Where SSH reaches it: a host name or address. */
+          host: z.string().min(1),
+          /** Its address on the node network (network.nodeCidr): the kubelet's node IP. */
+          address: ipv4Address,
+          role: z.enum(NODE_ROLES),
+        }),
+      )
+      .min(2, { error: "needs the control plane and at least one LB node" }),
+    ssh: z
+      .strictObject({
+        user: z.string().min(1).default("root"),
+        port: z.number().int().min(1).max(65535).default(22),
+      })
+      .prefault({}),
+    bgp: bgpPeersSchema.optional(),
+    lbTaint: lbTaintSchema,
+  })
+  .superRefine((env, ctx) => {
+    const controlPlanes = env.nodes.filter((n) => n.role === "control-plane").length;
+    if (controlPlanes !== 1)
+      ctx.addIssue({
+        code: "custom",
+        path: ["nodes"],
+        message: `needs exactly one node with role control-plane, and has ${controlPlanes}; give one node that role`,
+      });
+    if (!env.nodes.some((n) => n.role === "lb"))
+      ctx.addIssue({ code: "custom", path: ["nodes"], message: "needs at least one node with role lb" });
+    env.nodes.forEach((node, i) => {
+      for (const key of ["name", "host", "address"] as const) {
+        if (env.nodes.findIndex((n) => n[key] === node[key]) < i)
+          ctx.addIssue({
+            code: "custom",
+            path: ["nodes", i, key],
+            message: `is also node ${env.nodes.findIndex((n) => n[key] === node[key])}'s; give each node its own`,
+          });
+      }
+    });
+  });
+
+export type OnpremEnvironmentConfig = z.output<typeof onpremEnvironmentSchema>;
+
+/** The machines as given; each address must lie on the node network. */
+export function onpremPlan(env: OnpremEnvironmentConfig, nodeCidr: string): EnvironmentPlan {
+  const outside = env.nodes.flatMap((node, i) =>
+    cidrContains(nodeCidr, node.address)
+      ? []
+      : [
+          problem(
+            `environment.nodes[${i}].address`,
+            `is outside network.nodeCidr ${nodeCidr}; use the node's address on the node network`,
+            node.address,
+          ),
+        ],
+  );
+  if (outside.length) throw new ConfigError(outside);
+  return {
+    platform: "onprem",
+    nodes: env.nodes.map(({ name, role, address }) => ({ name, role, address })),
+    ...(env.bgp && { bgp: env.bgp }),
+  };
+}

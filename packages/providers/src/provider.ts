@@ -1,0 +1,65 @@
+// The one interface every provisioning environment (onprem, aws, gcp) offers PortableCluster: the
+// machines it made, the cluster's kubeconfig (a secret, known without SSH), and the network facts the
+// LB needs. The node facts are planned before anything exists, so the checks at preview see them.
+import type {
+  ClusterEnvironment,
+  EnvironmentRouteTargets,
+  Platform,
+  RouteTargetFacts,
+} from "@portable-lb/core";
+import type * as pulumi from "@pulumi/pulumi";
+
+export const NODE_ROLES = ["control-plane", "lb", "worker"] as const;
+export type NodeRole = (typeof NODE_ROLES)[number];
+
+/** One machine of the cluster, as planned: its Kubernetes node name and its address on the node network. */
+export interface NodeFact {
+  name: string;
+  role: NodeRole;
+  address: string;
+  /** The cloud zone it runs in (aws, gcp). */
+  zone?: string;
+}
+
+/** What a provisioning environment is known to be at preview, before any machine exists. */
+export interface EnvironmentPlan {
+  platform: Platform;
+  nodes: NodeFact[];
+  /** The upstream routers the route reflectors peer with, when the network offers BGP. */
+  bgp?: { routers: string[] };
+  /** Without BGP peers, in a cloud: where the cloud-routes mode will write (AWS ids come later). */
+  cloudRoutes?: RouteTargetFacts;
+}
+
+/** A provisioned environment: what PortableCluster takes, plus the machines and the cloud's routes. */
+export interface ProvisionedEnvironment extends ClusterEnvironment {
+  kubeconfig: pulumi.Output<string>;
+  nodes: NodeFact[];
+  lbNodeCount: number;
+}
+
+/** The LB nodes of a plan: they carry the LB label and run one LB pod each. */
+export function lbNodesOf(nodes: readonly NodeFact[]): NodeFact[] {
+  return nodes.filter((n) => n.role === "lb");
+}
+
+/**
+ * A cloud cluster as PortableCluster takes it: BGP where peers are given, else the cloud's routes;
+ * its objects wait for the machines, and are deleted before them.
+ */
+export function cloudEnvironment(o: {
+  plan: EnvironmentPlan & { platform: "aws" | "gcp" };
+  kubeconfig: pulumi.Output<string>;
+  cloudRoutes: EnvironmentRouteTargets;
+  machines: pulumi.Resource[];
+}): ProvisionedEnvironment {
+  return {
+    kind: o.plan.platform,
+    platform: o.plan.platform,
+    kubeconfig: o.kubeconfig,
+    nodes: o.plan.nodes,
+    lbNodeCount: lbNodesOf(o.plan.nodes).length,
+    ...(o.plan.bgp ? { bgp: o.plan.bgp } : { cloudRoutes: o.cloudRoutes }),
+    dependsOn: o.machines,
+  };
+}
