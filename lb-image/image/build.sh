@@ -66,7 +66,7 @@ build() { # STAGING: everything in dir
   printf 'bird:x:%s:%s:BIRD:/run/bird:/usr/sbin/nologin\n' "$BIRD_UID" "$BIRD_UID" >>"$rootfs/etc/passwd"
   printf 'bird:x:%s:\n' "$BIRD_UID" >>"$rootfs/etc/group"
   install -d -m 755 "$rootfs/run/bird" "$rootfs/etc/portable-lb"
-  install -m 755 "$(tool_dir bird "$BIRD_TOOL_VERSION")"/usr/sbin/{bird,birdc,birdcl} "$rootfs/usr/sbin/"
+  install -m 755 "$(tool_dir bird "$BIRD_TOOL_VERSION")"/usr/sbin/{bird,birdc} "$rootfs/usr/sbin/"
   # Node's official binary as the registry ships it (not stripped: its symbols serve crash reports).
   install -m 755 "$(tool_dir node "$NODE_VERSION")/bin/node" "$rootfs/usr/local/bin/node"
   install -D -m 644 "$(tool_dir node "$NODE_VERSION")/LICENSE" "$rootfs/usr/share/doc/node/copyright"

@@ -19,7 +19,6 @@ const TOOL_PACKAGES: Record<string, string> = {
   ip: "iproute2",
   bird: BIRD_BUILD,
   birdc: BIRD_BUILD,
-  birdcl: BIRD_BUILD,
   // The node agent enters DSR backend pods' network namespaces and writes their sysctls.
   nsenter: "util-linux",
   tee: "coreutils",
@@ -123,12 +122,12 @@ describe("lb-image/image (the build definition)", () => {
       `install -m 755 "$(tool_dir node "$NODE_VERSION")/bin/node" "$rootfs/usr/local/bin/node"`,
     );
     expect(imageBuild).toContain(
-      `"$(tool_dir bird "$BIRD_TOOL_VERSION")"/usr/sbin/{bird,birdc,birdcl} "$rootfs/usr/sbin/"`,
+      `"$(tool_dir bird "$BIRD_TOOL_VERSION")"/usr/sbin/{bird,birdc} "$rootfs/usr/sbin/"`,
     );
     const bootstrap = readFileSync(join(REPO, "scripts/bootstrap/bird.sh"), "utf8");
     expect(bootstrap).toContain('"$REPO_ROOT/lb-image/bird/build.sh" /usr "$1"');
     // Installed after the Debian packages, whose files would otherwise win.
-    expect(imageBuild.indexOf("/usr/sbin/{bird,birdc,birdcl}")).toBeGreaterThan(
+    expect(imageBuild.indexOf("/usr/sbin/{bird,birdc}")).toBeGreaterThan(
       imageBuild.indexOf("debian_rootfs "),
     );
   });
