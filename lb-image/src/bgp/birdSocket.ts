@@ -66,7 +66,10 @@ export class BirdSocket {
     this.drop(new CommandError(`BIRD's control socket ${this.path}: closed`, ""));
   }
 
-  /** One command at a time, as birdc sends them: BIRD reads the next once it has answered one. */
+  /**
+   * One command at a time, as birdc sends them. BIRD answers in the order it reads, so the queue
+   * pairs each answer with its command, also when two callers' commands are out at once.
+   */
   private async send(commands: string[]): Promise<string[]> {
     await this.connect();
     const answers: string[] = [];

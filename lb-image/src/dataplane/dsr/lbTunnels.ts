@@ -164,6 +164,7 @@ const ruleSchema = z.array(
 const routeSchema = z.array(
   z.object({ dst: z.string(), table: z.string().optional(), encap: z.string().optional() }),
 );
+const defaultRouteSchema = z.array(z.object({ dev: z.string().optional() }));
 
 const isUdp = (ipproto: string | undefined) => ipproto === "udp" || /^(ipproto-)?17$/.test(ipproto ?? "");
 
@@ -201,10 +202,7 @@ export function parseTunnelListings(out: string): TunnelListings {
     .parse(neighs)
     .find((n) => n.dst === DSR_NEXT_HOP && (n.dev === undefined || n.dev === DSR_LB_DEVICE));
   const ours = ruleSchema.parse(rules);
-  const uplink = z
-    .array(z.object({ dev: z.string().optional() }))
-    .parse(defaults)
-    .find((r) => r.dev && r.dev !== DSR_LB_DEVICE)?.dev;
+  const uplink = defaultRouteSchema.parse(defaults).find((r) => r.dev && r.dev !== DSR_LB_DEVICE)?.dev;
   const state: TunnelState = {
     ...(link && {
       device: {
