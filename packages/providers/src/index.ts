@@ -20,6 +20,13 @@ export {
   type NodeRole,
   type ProvisionedEnvironment,
 } from "./provider.ts";
+export {
+  API_SERVER_WAIT_S,
+  waitForApiServer,
+  type ApiServerReadiness,
+  type ApiServerWait,
+} from "./apiServer/waitForApiServer.ts";
+export { ApiServerReady, type ApiServerReadyArgs } from "./apiServer/apiServerReady.ts";
 export { PROBE_TIMEOUT_MS, probeCluster, readKubeconfig, type KubeconfigFile } from "./kubeconfigFile.ts";
 export {
   API_SERVER_PORT,

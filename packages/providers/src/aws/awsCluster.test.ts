@@ -20,6 +20,7 @@ import { renderBootstrapScript } from "../bootstrap/bootstrapScript.ts";
 import { caCertHash } from "../bootstrap/caCertHash.ts";
 import { renderCloudInit } from "../bootstrap/cloudInit.ts";
 import { CLUSTER_PORTS } from "../clusterPorts.ts";
+import { expectApiServerWait } from "../__fixtures__/apiServerWait.ts";
 import { AwsCluster, DEBIAN_AMI_OWNER } from "./awsCluster.ts";
 
 const caCert = TEST_CA_CERT;
@@ -225,7 +226,12 @@ describe("AwsCluster (cloud-routes: no BGP peers)", () => {
     expect(targets?.cloud).toBe("aws");
     if (targets?.cloud === "aws")
       expect(await valueOf(pulumi.output(targets.routeTableIds))).toEqual([AWS_ROUTE_TABLE_ID]);
-    expect(env.dependsOn).toHaveLength(6);
+    // Its objects wait for the API server on all six machines.
+    await expectApiServerWait(
+      env,
+      recorded,
+      instances().map((i) => `plb-${i.inputs.tags.Name}-id`),
+    );
     expect(await typeChain(cluster.network)).toBe(
       "portable-lb:providers:AwsCluster$portable-lb:providers:AwsNetwork",
     );

@@ -10,6 +10,7 @@ import { TEST_CA_CERT, TEST_CA_KEY, TEST_JOIN_TOKEN } from "../bootstrap/__fixtu
 import { renderBootstrapScript } from "../bootstrap/bootstrapScript.ts";
 import { caCertHash } from "../bootstrap/caCertHash.ts";
 import { CLUSTER_PORTS } from "../clusterPorts.ts";
+import { expectApiServerWait } from "../__fixtures__/apiServerWait.ts";
 import { gcpEnvironmentSchema } from "../gcpEnvironment.ts";
 import { GcpCluster } from "./gcpCluster.ts";
 
@@ -169,6 +170,11 @@ describe("GcpCluster (cloud-routes: no BGP peers)", () => {
     });
     expect(await pulumi.isSecret(env.kubeconfig)).toBe(true);
     expect(await valueOf(env.kubeconfig)).toContain(`server: https://${API_IP}:6443`);
+    await expectApiServerWait(
+      env,
+      recorded,
+      instances().map((i) => `plb-${i.inputs.name}-id`),
+    );
     expect(await typeChain(cluster.firewall)).toBe(
       "portable-lb:providers:GcpCluster$portable-lb:providers:GcpFirewall",
     );
