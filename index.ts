@@ -1,6 +1,7 @@
 // The root program: a portable-lb platform in the environment named by the stack's config.
 // Settings (all under the `portable-lb:` namespace; see README.md):
-//   environment   where the cluster is and what it offers (kind, kubeconfig, platform, bgp.routers)
+//   environment   where the cluster is: kind kubeconfig (an existing cluster), aws or gcp (one this
+//                 program provisions, through @portable-lb/providers), or lab (this machine)
 //   network       nodeCidr, podCidr, serviceCidr, vipPools
 //   loadBalancer  replicas, bgp.asn, routeReflectors, dataPlane, image, ...
 //   routing       auto | bgp | cloud-routes          flannel   { backend }
@@ -61,6 +62,8 @@ async function main() {
     routingMode: cluster.routingMode,
     ...(cluster.routerConfig && { routerConfig: cluster.routerConfig, routerAdvice: cluster.routerAdvice }),
     ...(demo && { demoVip: demo.vip }),
+    /** A provisioned cluster's machines: names, roles, zones and addresses (for routeReflectors). */
+    ...(environment.nodes && { nodes: environment.nodes }),
     /** The lab's namespaces and addresses (for `npm run lab`'s report and the end-to-end test). */
     ...(lab && { labPlan: lab.plan }),
   };

@@ -10,54 +10,57 @@ import { TestStack } from "../harness/testStack.ts";
 
 const repoRoot = join(__dirname, "..", "..");
 
+/** A failed `pulumi preview` of the root program with these settings: what it printed and planned. */
+async function failedPreview(settings: Record<string, unknown>) {
+  const stack = await TestStack.create({
+    program: repoRoot,
+    config: Object.fromEntries(Object.entries(settings).map(([key, value]) => [`portable-lb:${key}`, value])),
+  });
+  try {
+    let output = "";
+    const events: EngineEvent[] = [];
+    await expect(
+      stack.stack.preview({ color: "never", onOutput: (o) => (output += o), onEvent: (e) => events.push(e) }),
+    ).rejects.toThrow();
+    const diagnostics = events
+      .map((e) => e.diagnosticEvent)
+      .filter((d) => d?.severity === "error")
+      .map((d) => d!.message.trim());
+    const planned = events.flatMap((e) => (e.resourcePreEvent ? [e.resourcePreEvent.metadata.type] : []));
+    return { output, diagnostics, planned };
+  } finally {
+    await stack.dispose();
+  }
+}
+
 describe("pulumi preview of the root program with bad input", () => {
   let dir: string;
-  let stack: TestStack;
   let notKubeconfig: string;
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), "plb-bad-input-"));
     notKubeconfig = join(dir, "hostname");
     await writeFile(notKubeconfig, "myhost\n");
-    stack = await TestStack.create({
-      program: repoRoot,
-      config: Object.fromEntries(
-        Object.entries(firstTrySettings(notKubeconfig)).map(([key, value]) => [`portable-lb:${key}`, value]),
-      ),
-    });
   });
   afterAll(async () => {
-    await stack?.dispose();
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
   it("lists every problem once, without a stack trace, and plans nothing", async () => {
-    let output = "";
-    const events: EngineEvent[] = [];
-    await expect(
-      stack.stack.preview({ color: "never", onOutput: (o) => (output += o), onEvent: (e) => events.push(e) }),
-    ).rejects.toThrow();
-
-    const diagnostics = events
-      .map((e) => e.diagnosticEvent)
-      .filter((d) => d?.severity === "error")
-      .map((d) => d!.message.trim());
+    const { output, diagnostics, planned } = await failedPreview(firstTrySettings(notKubeconfig));
     expect(diagnostics).toEqual([firstTryProblems(notKubeconfig).join("\n")]);
     // Pulumi's own shape for a RunError: no "unhandled exception", no stack frames, no colour codes.
     expect(output).not.toContain("unhandled exception");
     expect(output).not.toMatch(/^\s+at /m);
     expect(output).not.toContain("\u001b[");
     // Only the stack itself (which every new stack plans) is in the plan.
-    const planned = events.flatMap((e) => (e.resourcePreEvent ? [e.resourcePreEvent.metadata.type] : []));
     expect(planned).toEqual(["pulumi:pulumi:Stack"]);
   });
 });
 
-describe("pulumi preview of the root program on aws with bad input", () => {
-  let stack: TestStack;
-
-  beforeAll(async () => {
-    const settings = {
+describe("pulumi preview of the root program on a cloud with bad input", () => {
+  it("checks the cluster against the machines aws would make: VPC overlap, host-gw, LB nodes; plans nothing", async () => {
+    const { diagnostics, planned } = await failedPreview({
       environment: {
         kind: "aws",
         region: "eu-central-1",
@@ -79,25 +82,7 @@ describe("pulumi preview of the root program on aws with bad input", () => {
         routeReflectors: [{ node: "plb-worker-1", address: "10.0.128.11" }],
       },
       flannel: { backend: "host-gw" },
-    };
-    stack = await TestStack.create({
-      program: repoRoot,
-      config: Object.fromEntries(
-        Object.entries(settings).map(([key, value]) => [`portable-lb:${key}`, value]),
-      ),
     });
-  });
-  afterAll(async () => {
-    await stack?.dispose();
-  });
-
-  it("checks the cluster against the machines it would make: VPC overlap, host-gw, LB nodes; plans nothing", async () => {
-    const events: EngineEvent[] = [];
-    await expect(stack.stack.preview({ color: "never", onEvent: (e) => events.push(e) })).rejects.toThrow();
-    const diagnostics = events
-      .map((e) => e.diagnosticEvent)
-      .filter((d) => d?.severity === "error")
-      .map((d) => d!.message.trim());
     expect(diagnostics).toEqual([
       [
         'network.podCidr: overlaps network.nodeCidr (10.0.0.0/16); give each network its own addresses (got "10.0.128.0/17")',
@@ -105,7 +90,33 @@ describe("pulumi preview of the root program on aws with bad input", () => {
         "loadBalancer.replicas: 3 LB pods need 3 LB nodes (one pod per node) but only 2 are labelled; label more nodes or lower replicas (got 3)",
       ].join("\n"),
     ]);
-    const planned = events.flatMap((e) => (e.resourcePreEvent ? [e.resourcePreEvent.metadata.type] : []));
+    expect(planned).toEqual(["pulumi:pulumi:Stack"]);
+  });
+
+  it("names each wrong field of a gcp environment with its value and fix; plans nothing", async () => {
+    const { diagnostics, planned } = await failedPreview({
+      environment: {
+        kind: "gcp",
+        project: "My_Project",
+        region: "europe-west4",
+        zones: ["europe-west4-a", "us-central1-b"],
+        apiAccessCidrs: ["0.0.0.0/0"],
+      },
+      network: {
+        nodeCidr: "10.0.0.0/16",
+        podCidr: "10.244.0.0/16",
+        serviceCidr: "10.96.0.0/16",
+        vipPools: [{ name: "web", cidr: "10.1.1.0/24" }],
+      },
+      loadBalancer: { replicas: 2, image: "registry.example.com/portable-lb/lb:1" },
+    });
+    expect(diagnostics).toEqual([
+      [
+        'environment.project: must be a GCP project id like my-project-123 (got "My_Project")',
+        'environment.apiAccessCidrs[0]: would open the Kubernetes API to the whole internet; list the ranges pulumi and kubectl run from, e.g. 203.0.113.0/24 (got "0.0.0.0/0")',
+        'environment.zones[1]: must be a zone of region europe-west4, like europe-west4-a (got "us-central1-b")',
+      ].join("\n"),
+    ]);
     expect(planned).toEqual(["pulumi:pulumi:Stack"]);
   });
 });

@@ -8,6 +8,12 @@ export {
   type KubeconfigEnvironmentConfig,
   type ProvisioningEnvironmentConfig,
 } from "./environment.ts";
+export {
+  PROVISIONERS,
+  provisionEnvironment,
+  type ClusterNetworks,
+  type ClusterProvisioner,
+} from "./provisionEnvironment.ts";
 export { awsEnvironmentSchema, awsPlan, type AwsEnvironmentConfig, type AwsPlan } from "./awsEnvironment.ts";
 export { gcpEnvironmentSchema, gcpPlan, type GcpEnvironmentConfig, type GcpPlan } from "./gcpEnvironment.ts";
 export { onpremEnvironmentSchema, onpremPlan, type OnpremEnvironmentConfig } from "./onpremEnvironment.ts";
