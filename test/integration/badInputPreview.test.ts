@@ -4,34 +4,10 @@
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { EngineEvent } from "@pulumi/pulumi/automation/index.js";
 import { firstTryProblems, firstTrySettings } from "../harness/badStackInput.ts";
-import { TestStack } from "../harness/testStack.ts";
+import { failedPreview } from "../harness/failedPreview.ts";
 
 const repoRoot = join(__dirname, "..", "..");
-
-/** A failed `pulumi preview` of the root program with these settings: what it printed and planned. */
-async function failedPreview(settings: Record<string, unknown>) {
-  const stack = await TestStack.create({
-    program: repoRoot,
-    config: Object.fromEntries(Object.entries(settings).map(([key, value]) => [`portable-lb:${key}`, value])),
-  });
-  try {
-    let output = "";
-    const events: EngineEvent[] = [];
-    await expect(
-      stack.stack.preview({ color: "never", onOutput: (o) => (output += o), onEvent: (e) => events.push(e) }),
-    ).rejects.toThrow();
-    const diagnostics = events
-      .map((e) => e.diagnosticEvent)
-      .filter((d) => d?.severity === "error")
-      .map((d) => d!.message.trim());
-    const planned = events.flatMap((e) => (e.resourcePreEvent ? [e.resourcePreEvent.metadata.type] : []));
-    return { output, diagnostics, planned };
-  } finally {
-    await stack.dispose();
-  }
-}
 
 describe("pulumi preview of the root program with bad input", () => {
   let dir: string;
@@ -47,7 +23,7 @@ describe("pulumi preview of the root program with bad input", () => {
   });
 
   it("lists every problem once, without a stack trace, and plans nothing", async () => {
-    const { output, diagnostics, planned } = await failedPreview(firstTrySettings(notKubeconfig));
+    const { output, diagnostics, planned } = await failedPreview(repoRoot, firstTrySettings(notKubeconfig));
     expect(diagnostics).toEqual([firstTryProblems(notKubeconfig).join("\n")]);
     // Pulumi's own shape for a RunError: no "unhandled exception", no stack frames, no colour codes.
     expect(output).not.toContain("unhandled exception");
@@ -60,7 +36,7 @@ describe("pulumi preview of the root program with bad input", () => {
 
 describe("pulumi preview of the root program on a cloud with bad input", () => {
   it("checks the cluster against the machines aws would make: VPC overlap, host-gw, LB nodes; plans nothing", async () => {
-    const { diagnostics, planned } = await failedPreview({
+    const { diagnostics, planned } = await failedPreview(repoRoot, {
       environment: {
         kind: "aws",
         region: "eu-central-1",
@@ -94,7 +70,7 @@ describe("pulumi preview of the root program on a cloud with bad input", () => {
   });
 
   it("names each wrong field of a gcp environment with its value and fix; plans nothing", async () => {
-    const { diagnostics, planned } = await failedPreview({
+    const { diagnostics, planned } = await failedPreview(repoRoot, {
       environment: {
         kind: "gcp",
         project: "My_Project",
