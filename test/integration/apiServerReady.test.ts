@@ -3,6 +3,7 @@
 // waits through an API server that is not there yet, refuses a server another CA vouches for, and
 // gives up in its bound with an error naming the endpoint. The dynamic provider runs it by path.
 import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { TEST_CA_CERT } from "../../packages/providers/src/bootstrap/__fixtures__/testCredentials.ts";
 import {
   apiServerReadyProvider,
@@ -10,6 +11,7 @@ import {
 } from "../../packages/providers/src/apiServer/apiServerReady.ts";
 import { waitForApiServer } from "../../packages/providers/src/apiServer/waitForApiServer.ts";
 import { TcpProxy } from "../harness/tcpProxy.ts";
+import { TestStack } from "../harness/testStack.ts";
 import { testKubeconfig, testKubeConfig } from "../harness/testEnv.ts";
 
 interface KubeconfigJson {
@@ -113,5 +115,58 @@ describe("waiting for a provisioned cluster's API server", () => {
       changes: true,
       replaces: ["machines"],
     });
+  });
+});
+
+describe("ApiServerReady through the real engine", () => {
+  const apiServer = new URL(testKubeConfig().getCurrentCluster()!.server);
+  const project = "plb-api-ready";
+  let proxy: TcpProxy;
+  let stack: TestStack;
+
+  beforeAll(async () => {
+    proxy = new TcpProxy({ host: apiServer.hostname, port: Number(apiServer.port) });
+    const proxied = `https://127.0.0.1:${await proxy.up()}`;
+    stack = await TestStack.create({
+      program: join(__dirname, "..", "fixtures", "apiServerReady", "index.ts"),
+      projectName: project,
+      config: { [`${project}:machines`]: ["i-1"], [`${project}:timeoutS`]: 4 },
+      secrets: { [`${project}:kubeconfig`]: kubeconfigWith({ server: proxied }) },
+    });
+  });
+  afterAll(async () => {
+    await stack?.stack.destroy().catch(() => undefined);
+    await stack?.dispose();
+    await proxy?.cut();
+  });
+
+  it("is created once the API server is ready, keeps the credentials encrypted, and waits no more", async () => {
+    const up = await stack.stack.up();
+    expect(up.outputs.server!.value).toBe(`https://127.0.0.1:${proxy.port}`);
+    expect(up.outputs.waitedS!.value).toBeLessThan(4);
+    // The kubeconfig is a secret input (encrypted in state); the outputs hold no credential.
+    const deployment = (await stack.stack.exportStack()).deployment as {
+      resources: { type: string; inputs: Record<string, unknown>; outputs: Record<string, unknown> }[];
+    };
+    const ready = deployment.resources.find((r) => r.type.endsWith(":ApiServerReady"))!;
+    expect(ready.inputs.kubeconfig).toHaveProperty(
+      ["4dabf18193072939515e22adb298388d"],
+      "1b47061264138c4ac30d75fd1eb44270",
+    );
+    expect(Object.keys(ready.outputs).sort()).toEqual(["__provider", "machines", "server", "waitedS"]);
+    // Nothing changed: no wait, even with the API server gone.
+    await proxy.cut();
+    const again = await stack.stack.up();
+    expect(again.summary.resourceChanges).toEqual({ same: 2 });
+  });
+
+  it("fails `pulumi up` naming the endpoint when a new machine's API server never answers", async () => {
+    await proxy.cut();
+    await stack.stack.setConfig(`${project}:machines`, { value: JSON.stringify(["i-2"]) });
+    const started = Date.now();
+    await expect(stack.stack.up()).rejects.toThrow(
+      `the API server at https://127.0.0.1:${proxy.port} was not ready within 4 s (https://127.0.0.1:${proxy.port}/readyz, last: ECONNREFUSED)`,
+    );
+    expect((Date.now() - started) / 1000).toBeLessThan(60);
   });
 });
