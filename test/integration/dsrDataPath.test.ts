@@ -86,6 +86,15 @@ async function lbNodeInvalidDrops(): Promise<number> {
   return drops;
 }
 
+/**
+ * Conntrack entries of the tunnel (UDP 4789) in `ns`. Each connection's packets hash to a VXLAN
+ * source port of their own, so a tracker that saw them keeps one such entry per connection.
+ */
+async function tunnelEntries(ns: LabNamespace): Promise<number> {
+  const r = await ns.exec("cat", ["/proc/net/nf_conntrack"]);
+  return r.stdout.split("\n").filter((l) => / udp .* dport=4789 /.test(l)).length;
+}
+
 beforeAll(async () => {
   lab = await NetnsLab.create("dsr");
   client = await lab.namespace("client");
@@ -219,6 +228,14 @@ describe("DSR through two LB pods", () => {
     expect(result.requests).toBeGreaterThan(CONNECTIONS * 50);
     // The flows that moved between LBs reached a node that had not seen their start: untracked.
     expect(await lbNodeInvalidDrops()).toBe(0);
+    // Nor is the tunnel tracked, where its packets leave (LB pods), pass (nodes) or end (pods).
+    const tracked = [
+      ...lbs.values(),
+      ...[...lbNodes.values()].map((l) => l.node.node),
+      backendNode!.node,
+      ...pods,
+    ];
+    expect(await Promise.all(tracked.map(tunnelEntries))).toEqual(tracked.map(() => 0));
     // New connections use the added backend, and none the removed one.
     const byName = await httpHistogram(client, `http://${VIP}:${PORT}/`, { count: 60, by: "name" });
     expect(Object.keys(byName.counts).sort()).toEqual(["p1", "p3"]);
