@@ -104,7 +104,10 @@ function kubeadmConfig(i: BootstrapScriptInput): string[] {
       `  discovery: ${JOIN_DISCOVERY_TIMEOUT}`,
       ...nodeRegistration(i),
     ];
-  const sans = [i.controlPlaneAddress, ...i.apiServerCertSans].map((s) => safe("apiServerCertSans", s));
+  // Once each: on premises the public address is the control plane's own.
+  const sans = [...new Set([i.controlPlaneAddress, ...i.apiServerCertSans])].map((s) =>
+    safe("apiServerCertSans", s),
+  );
   return [
     "apiVersion: kubeadm.k8s.io/v1beta4",
     "kind: InitConfiguration",
