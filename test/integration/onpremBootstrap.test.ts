@@ -11,7 +11,7 @@ import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, w
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { NetnsLab, runs, type LabNamespace } from "@portable-lb/lab";
-import { COPY_SCRIPT, KUBERNETES_VERSION, RUN_SCRIPT } from "@portable-lb/providers";
+import { COPY_SCRIPT, KUBERNETES_VERSION, RUN_SCRIPT, onpremEnvironmentSchema } from "@portable-lb/providers";
 import {
   TEST_CA_CERT,
   TEST_CA_KEY,
@@ -99,6 +99,16 @@ describe("the onprem bootstrap over SSH on a lab machine", () => {
     expect(readFileSync(copied, "utf8")).toBe(script);
     expect(statSync(copied).mode & 0o777).toBe(0o700);
     expect(statSync(join(machine.varLib, "portable-lb")).mode & 0o777).toBe(0o700);
+    // Its sshd's host key is one the environment takes (environment.nodes[].hostKey).
+    const node = { name: "cp", host: ADDRESS, address: ADDRESS, role: "control-plane" };
+    const parsed = onpremEnvironmentSchema.safeParse({
+      kind: "onprem",
+      nodes: [
+        { ...node, hostKey: machine.hostKey },
+        { ...node, name: "lb-1", host: "lb-1", address: CLIENT, role: "lb" },
+      ],
+    });
+    expect(parsed.error).toBeUndefined();
   });
 
   it("runs it with OnpremCluster's command: prepared machine, the CA and kubeadm's configuration in its own /etc", async () => {
