@@ -33,7 +33,7 @@ module.exports = {
         "<rootDir>/bench/lib/**/*.test.ts",
         // The root program's own modules (stackInput.ts).
         "<rootDir>/*.test.ts",
-        // The example programs' graphs, under mocks.
+        // The example programs' graphs (their previews), under mocks.
         "<rootDir>/examples/**/*.test.ts",
       ],
     },

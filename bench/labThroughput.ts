@@ -11,8 +11,11 @@
 // the load balancing itself costs: the whole machine's busy CPU per request (/proc/stat, over each
 // run) minus direct-to-pod's, and that cost as a share of nginx's. portable-lb runs in the lab's
 // data-plane mode (named in the report): once per mode sets DSR and SNAT side by side.
+// The machine's own noise is as large as the differences, so each backend count runs in rounds:
+// every round runs the three ways back to back (in a rotated order), the ratios are taken within a
+// round, and the report gives their median and range over the rounds.
 //
-//   npm run lab && npm run --silent lab -- outputs | npm run bench:lab-throughput -- [--backends 1,2,3,6] [--seconds 10]
+//   npm run lab && npm run --silent lab -- outputs | npm run bench:lab-throughput -- [--backends 1,2,3,6] [--seconds 10] [--rounds 3]
 //   PLB_LAB_MODE=snat npm run lab && npm run --silent lab -- outputs | npm run bench:lab-throughput
 //
 // For `direct` the router gets routes to the nodes' pod subnets for the run (removed after), as a
@@ -26,6 +29,7 @@ import { busyDuring } from "./lib/busyCpu.ts";
 import { progress } from "./lib/benchSetup.ts";
 import { dataPlaneMode, demoReplicas, labRig, scaleDemo, type LabRig } from "./lib/labRig.ts";
 import { runLoad } from "./lib/loadClient.ts";
+import { percentile } from "./lib/stats.ts";
 import { machineInfo } from "./lib/report.ts";
 import { newRunDir, writeRunFiles } from "./lib/runFiles.ts";
 
@@ -35,6 +39,21 @@ const NGINX_PORT = 8081;
 const CONNECTIONS = 32;
 const MODES = ["portable-lb", "direct", "nginx"] as const;
 type Mode = (typeof MODES)[number];
+interface Run {
+  mode: Mode;
+  backends: number;
+  round: number;
+  rps: number;
+  failures: number;
+  cpuMsPerRequest: number;
+}
+
+const median = (xs: number[]) =>
+  percentile(
+    [...xs].sort((a, b) => a - b),
+    50,
+  );
+const range = (xs: number[]) => `${Math.min(...xs).toFixed(2)}-${Math.max(...xs).toFixed(2)}`;
 
 function nginxBinary(): string {
   const found = globSync(join(dirname(instancesRoot()), "tools", "nginx-*", "bin", "nginx"));
@@ -88,6 +107,7 @@ async function main(): Promise<void> {
     options: {
       backends: { type: "string", default: "1,2,3,6" },
       seconds: { type: "string", default: "10" },
+      rounds: { type: "string", default: "3" },
       out: { type: "string", default: join(BENCH_DIR, "results") },
     },
   });
@@ -95,6 +115,9 @@ async function main(): Promise<void> {
   if (counts.some((n) => !Number.isInteger(n) || n < 1))
     throw new Error(`--backends: positive integers (got ${values.backends})`);
   const seconds = Number(values.seconds);
+  const rounds = Number(values.rounds);
+  if (!Number.isInteger(rounds) || rounds < 1)
+    throw new Error(`--rounds: a positive integer (got ${values.rounds})`);
   const rig = await labRig();
   const lbMode = await dataPlaneMode(rig);
   const nginx = nginxBinary();
@@ -108,8 +131,7 @@ async function main(): Promise<void> {
   }));
   const original = await demoReplicas(rig);
   const nginxDir = join(runDir, "nginx");
-  const results: { mode: Mode; backends: number; rps: number; failures: number; cpuMsPerRequest: number }[] =
-    [];
+  const runs: Run[] = [];
   let nginxProc: ProcessRecord | undefined;
   try {
     for (const n of nodes) await router.route(n.podCidr, n.ip);
@@ -131,10 +153,15 @@ async function main(): Promise<void> {
         direct: ips.map((ip) => `http://${ip}:${BACKEND_PORT}/`),
         nginx: [`http://${lbNode.ip}:${NGINX_PORT}/`],
       };
-      for (const mode of MODES) {
-        const r = await load(rig, urls[mode], seconds);
-        results.push({ mode, backends: count, ...r });
-        progress(`  ${mode.padEnd(12)} ${r.rps.toFixed(0).padStart(6)} requests/s, ${r.failures} failures`);
+      for (let round = 0; round < rounds; round++) {
+        // Rotated, so that no way always runs first (on a machine still settling) or last.
+        for (const mode of MODES.map((_, i) => MODES[(i + round) % MODES.length]!)) {
+          const r = await load(rig, urls[mode], seconds);
+          runs.push({ mode, backends: count, round, ...r });
+          progress(
+            `  round ${round + 1} ${mode.padEnd(12)} ${r.rps.toFixed(0).padStart(6)} requests/s, ${r.failures} failures`,
+          );
+        }
       }
       if (nginxProc) await stopRecorded(nginxProc, 5_000);
       nginxProc = undefined;
@@ -148,43 +175,64 @@ async function main(): Promise<void> {
     if (existsSync(nginxDir)) rmSync(nginxDir, { recursive: true, force: true });
   }
 
-  const at = (mode: Mode, count: number) => results.find((r) => r.mode === mode && r.backends === count)!;
-  const rows = results.map((r) => {
-    const direct = at("direct", r.backends);
+  const at = (mode: Mode, count: number, round: number) =>
+    runs.find((r) => r.mode === mode && r.backends === count && r.round === round)!;
+  // Per run, against the direct-to-pod run of its own round.
+  const paired = runs.map((r) => {
+    const direct = at("direct", r.backends, r.round);
     // What balancing adds per request: its run's busy CPU per request beyond direct-to-pod's.
-    const lbCpuMs = (x: typeof r) => x.cpuMsPerRequest - direct.cpuMsPerRequest;
+    const lbCpuMs = (x: Run) => x.cpuMsPerRequest - direct.cpuMsPerRequest;
     return {
       ...r,
       ratio: r.rps / direct.rps,
       lbCpuMsPerRequest: lbCpuMs(r),
-      costVsNginx: lbCpuMs(r) / lbCpuMs(at("nginx", r.backends)),
+      costVsNginx: lbCpuMs(r) / lbCpuMs(at("nginx", r.backends, r.round)),
     };
   });
+  const rows = counts.flatMap((backends) =>
+    MODES.map((mode) => {
+      const of = paired.filter((r) => r.mode === mode && r.backends === backends);
+      const each = (f: (r: (typeof of)[number]) => number) => of.map(f);
+      return {
+        mode,
+        backends,
+        rps: median(each((r) => r.rps)),
+        failures: each((r) => r.failures).reduce((a, b) => a + b, 0),
+        cpuMsPerRequest: median(each((r) => r.cpuMsPerRequest)),
+        ratio: median(each((r) => r.ratio)),
+        ratioRange: range(each((r) => r.ratio)),
+        lbCpuMsPerRequest: median(each((r) => r.lbCpuMsPerRequest)),
+        costVsNginx: median(each((r) => r.costVsNginx)),
+        costRange: range(each((r) => r.costVsNginx)),
+      };
+    }),
+  );
   const text = [
     "portable-lb on the lab: throughput vs backend pods (cf. thesis Fig. 6.4)",
     `machine: ${machine.cpus} x ${machine.cpuModel} (client, LBs and pods share it: read the ratios)`,
     `portable-lb's data plane: ${lbMode}`,
-    `${CONNECTIONS} client connections at a time, back to back (a new connection per request: the demo pods and nginx close them), ${seconds} s per point`,
+    `${CONNECTIONS} client connections at a time, back to back (a new connection per request: the demo pods and nginx close them), ${seconds} s per run, ${rounds} round(s) of the three ways per backend count`,
+    "figures: medians over the rounds; ratios and costs are taken within each round (range in brackets)",
     "busy CPU: the whole machine's (/proc/stat) per request; LB cost: that minus direct-to-pod's",
     "targets (portable-lb): >= 0.9x direct's requests/s with dsr; LB cost <= 0.2x nginx's",
     "",
-    "backends  mode          requests/s  ratio to direct  failures  busy CPU ms/req  LB cost ms/req  cost vs nginx",
+    "backends  mode          requests/s  ratio to direct (range)  failures  busy CPU ms/req  LB cost ms/req  cost vs nginx (range)",
     ...rows.map((r) =>
       [
         String(r.backends).padStart(8),
         r.mode.padEnd(12),
         r.rps.toFixed(0).padStart(11),
-        r.ratio.toFixed(2).padStart(16),
+        `${r.ratio.toFixed(2)} (${r.ratioRange})`.padStart(24),
         String(r.failures).padStart(9),
         r.cpuMsPerRequest.toFixed(3).padStart(15),
         (r.mode === "direct" ? "-" : r.lbCpuMsPerRequest.toFixed(3)).padStart(14),
-        (r.mode === "portable-lb" ? r.costVsNginx.toFixed(2) : "-").padStart(13),
+        (r.mode === "portable-lb" ? `${r.costVsNginx.toFixed(2)} (${r.costRange})` : "-").padStart(21),
       ].join("  "),
     ),
   ].join("\n");
   await writeRunFiles(runDir, {
     report: text,
-    summary: { machine, lbMode, seconds, connections: CONNECTIONS, rows },
+    summary: { machine, lbMode, seconds, rounds, connections: CONNECTIONS, rows, runs: paired },
     csv: {
       name: "results.csv",
       header:

@@ -10,7 +10,9 @@
 // connection open and a moved one fails if the change breaks it (the kept-connection benchmarks).
 // Prints one JSON line at the end (after --seconds, or at once on SIGTERM): its start (epoch ms),
 // requests, requests answered in each second, connections opened, and every failure with its time
-// (epoch ms), error code and connection (0 to --connections - 1).
+// (epoch ms), error code and connection (0 to --connections - 1); and, for backends that name
+// themselves (an `x-backend-name` header, as test/harness/netns/httpEcho.ts sends), each time a
+// connection's answers start coming from another backend (so a test can tell whose flows failed).
 import { Agent, request } from "node:http";
 import { connect } from "node:net";
 import { parseArgs } from "node:util";
@@ -43,13 +45,20 @@ let requests = 0;
 const perSecond = Array.from({ length: Math.ceil(Number(values.seconds)) }, () => 0);
 let opened = 0;
 const failures: { t: number; code: string; connection: number }[] = [];
+const backends: { t: number; connection: number; backend: string }[] = [];
+const lastBackend = new Map<number, string>();
 const sockets = new WeakSet<object>();
 
-function get(agent: Agent, url: URL): Promise<void> {
+function get(agent: Agent, url: URL, index: number): Promise<void> {
   return new Promise((resolve, reject) => {
     const req = request(
       { host: url.hostname, port: url.port || 80, path: url.pathname, agent, timeout: 2_000 },
       (res) => {
+        const backend = res.headers["x-backend-name"];
+        if (typeof backend === "string" && lastBackend.get(index) !== backend) {
+          lastBackend.set(index, backend);
+          backends.push({ t: Date.now(), connection: index, backend });
+        }
         res.resume();
         res.on("end", resolve);
         res.on("error", reject);
@@ -113,7 +122,7 @@ async function connection(index: number, url: URL): Promise<void> {
   while (Date.now() < deadline) {
     const sent = Date.now();
     try {
-      await (trickleMs > 0 ? getTrickled(url) : get(agent, url));
+      await (trickleMs > 0 ? getTrickled(url) : get(agent, url, index));
       requests++;
       const second = Math.floor((Date.now() - started) / 1000);
       if (second < perSecond.length) perSecond[second]!++;
@@ -137,5 +146,5 @@ void Promise.all(
   Array.from({ length: Number(values.connections) }, (_, i) => connection(i, urls[i % urls.length]!)),
 ).then(() => {
   const ran = perSecond.slice(0, Math.ceil((Date.now() - started) / 1000));
-  console.log(JSON.stringify({ started, requests, perSecond: ran, opened, failures }));
+  console.log(JSON.stringify({ started, requests, perSecond: ran, opened, failures, backends }));
 });

@@ -32,7 +32,7 @@ const nodeIpOf = (plan: LabPlan, node: string) => plan.nodes.find((n) => n.name 
 
 /** Registers the fault cases. */
 export function describeLabFaults(ctx: () => LabContext, requireUp: () => void): void {
-  describe("faults: the router only points at nodes that deliver, and each fault costs a bounded few requests", () => {
+  describe("faults: the router only points at nodes that deliver, and each fault costs a bounded few requests (none where no data plane breaks)", () => {
     const reports: FaultReport[] = [];
     let core: CoreV1Api;
     const fault = async (o: Parameters<typeof runFault>[2]) => {
@@ -133,8 +133,9 @@ export function describeLabFaults(ctx: () => LabContext, requireUp: () => void):
         // The speaker withdraws the moment the controller dies (its presence socket closes).
         expect(r.undeliverableMs).toBeLessThan(WITHDRAW_BOUND_MS);
         expect(r.repairMs).toBeDefined();
-        // Each next-hop change (leave, join) can cost the one request in flight.
-        expect(r.failed).toBeLessThanOrEqual(2);
+        // Under DSR (the lab's mode) every LB picks the same backend for a flow and the backend
+        // answers the client directly, so a flow moved by a next-hop change keeps working.
+        expect(r.failed).toBe(0);
         expect(await inLbPod(plan, "lb1", ["nft", "list", "table", "ip", "portable_lb"])).not.toContain(
           "foreign",
         );
@@ -177,7 +178,8 @@ export function describeLabFaults(ctx: () => LabContext, requireUp: () => void):
           timeoutMs: 180_000,
         });
         expect(r.undeliverableMs).toBeLessThan(WITHDRAW_BOUND_MS);
-        expect(r.failed).toBeLessThanOrEqual(2);
+        // Its preStop withdraws before the data plane goes; under DSR a moved flow keeps its backend.
+        expect(r.failed).toBe(0);
         const events = await core.listNamespacedEvent({
           namespace: LB_NAMESPACE,
           fieldSelector: `involvedObject.uid=${old.uid},reason=FailedPreStopHook`,
@@ -235,7 +237,7 @@ export function describeLabFaults(ctx: () => LabContext, requireUp: () => void):
         expect(leftAt - notReadyAt).toBeLessThan(WITHDRAW_BOUND_MS);
         // The pod kept serving: the router never pointed at a node that did not deliver.
         expect(r.undeliverableMs).toBe(0);
-        expect(r.failed).toBeLessThanOrEqual(2);
+        expect(r.failed).toBe(0);
       },
       2 * STEP_MS,
     );

@@ -77,6 +77,14 @@ export async function settled(): Promise<void> {
   await (settings as unknown as { waitForRPCs(): Promise<void> }).waitForRPCs();
 }
 
+/** What `make` registers, alone in `recorded` (cleared first), once it has all reached the mocks. */
+export async function registered<T>(recorded: RecordedResource[], make: () => T): Promise<T> {
+  recorded.length = 0;
+  const made = make();
+  await settled();
+  return made;
+}
+
 // How the runtime serializes a secret value to the monitor (the special-signature envelope).
 const SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270";
 const SIG_KEY = "4dabf18193072939515e22adb298388d";

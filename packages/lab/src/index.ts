@@ -52,6 +52,7 @@ export {
   lastLines,
   requireCommand,
   runs,
+  startDaemon,
   stopProcess,
   waitUntil,
 } from "./processes.ts";
@@ -61,6 +62,6 @@ export { KubeletNode, KubeletNodeError, type KubeletNodeSpec, type NodeProcess }
 export { nodeLayout, NodeLayoutError, type NodeLayout } from "./node/nodeLayout.ts";
 export { writeNodeCredentials } from "./node/nodeCredentials.ts";
 export { cgroupPids, reapStaleNodeCgroups } from "./node/nodeCgroups.ts";
-export { KUBELET_KERNEL_SETTINGS } from "./node/nodeMountNamespace.ts";
+export { KUBELET_KERNEL_SETTINGS, MOUNT_NAMESPACE_HOLDER, enterNode } from "./node/nodeMountNamespace.ts";
 export { labImage, labNodeImages, type LabImage, type LabImageName } from "./node/labImages.ts";
 export type { Taint } from "./node/kubeletConfig.ts";

@@ -138,6 +138,17 @@ describe("environment kinds", () => {
       }),
     ).toEqual([expect.stringMatching(/^environment\.nodes: needs at least one node with role lb \(got \[/)]);
   });
+
+  it("takes an onprem node's SSH host key as ssh-keyscan prints it, and names any other", () => {
+    const [cp, lb1, lb2] = onprem().nodes;
+    const key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJdD7y3aLq454yWBdwLWbieU1ebz9/cu7/QEXn9OIeZJ";
+    expect(problemsOf({ ...onprem(), nodes: [cp, { ...lb1!, hostKey: key }, lb2] })).toEqual([]);
+    expect(problemsOf({ ...onprem(), nodes: [cp, { ...lb1!, hostKey: `lb1.example ${key}` }, lb2] })).toEqual(
+      [
+        `environment.nodes[1].hostKey: must be one public key line as ssh-keyscan prints it, without the host: e.g. ssh-ed25519 AAAA... (got "lb1.example ${key}")`,
+      ],
+    );
+  });
 });
 
 describe("planEnvironment", () => {

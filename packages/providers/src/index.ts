@@ -61,6 +61,8 @@ export { AwsNetwork, type AwsNetworkArgs } from "./aws/awsNetwork.ts";
 export { AwsSecurityGroups, type AwsSecurityGroupsArgs } from "./aws/awsSecurityGroups.ts";
 export { EC2_ASSUME_ROLE_POLICY, LbNodeRole, type LbNodeRoleArgs } from "./aws/lbNodeRole.ts";
 export { GcpCluster, type GcpClusterArgs } from "./gcp/gcpCluster.ts";
+export { COPY_SCRIPT, OnpremCluster, RUN_SCRIPT, type OnpremClusterArgs } from "./onprem/onpremCluster.ts";
+export { SSH_PROBE_TIMEOUT_MS, checkSshReachable, unreachableSshHosts } from "./onprem/sshReachability.ts";
 export { GcpFirewall, gcpNodeTags, type GcpFirewallArgs } from "./gcp/gcpFirewall.ts";
 export { GcpNetwork, type GcpNetworkArgs } from "./gcp/gcpNetwork.ts";
 export { GcpNodeIdentity, type GcpNodeIdentityArgs } from "./gcp/gcpNodeIdentity.ts";

@@ -21,6 +21,14 @@ export const onpremEnvironmentSchema = z
           /** Its address on the node network (network.nodeCidr): the kubelet's node IP. */
           address: ipv4Address,
           role: z.enum(NODE_ROLES),
+          /** The machine's SSH host key ("ssh-ed25519 AAAA..."), checked on every connection when given. */
+          hostKey: z
+            .string()
+            .regex(/^(ssh-(ed25519|rsa)|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/]+=*$/, {
+              error:
+                "must be one public key line as ssh-keyscan prints it, without the host: e.g. ssh-ed25519 AAAA...",
+            })
+            .optional(),
         }),
       )
       .min(2, { error: "needs the control plane and at least one LB node" }),

@@ -2,7 +2,7 @@
 // new connection, one after another every 50 ms, so a change of the router's next hops can cost at
 // most the request in flight) and the router's next hops against what each LB node delivers
 // (PathWatch), from a healthy start, through the fault, until the lab is healthy again.
-import { runLoad, type LoadResult } from "../../../bench/lib/loadClient.ts";
+import { countCodes, runLoad, type LoadResult } from "../../../bench/lib/loadClient.ts";
 import { type LabPlan, waitUntil } from "@portable-lb/lab";
 import { PathWatch, settledAt, undeliverableMs, type PathSample } from "./pathWatch.ts";
 
@@ -84,8 +84,6 @@ export async function runFault(plan: LabPlan, vip: string, o: FaultOptions): Pro
   const after = samples.filter((s) => s.t >= from);
   const failures = result.failures.filter((f) => f.t >= from);
   const settled = settledAt(after, healthy);
-  const errors: Record<string, number> = {};
-  for (const f of failures) errors[f.code] = (errors[f.code] ?? 0) + 1;
   // Answered requests per second of the load's run, from the fault's second on, and the failures.
   const answered = result.perSecond
     .slice(Math.max(0, Math.floor((from - result.started) / 1000)))
@@ -94,7 +92,7 @@ export async function runFault(plan: LabPlan, vip: string, o: FaultOptions): Pro
     fault: o.fault,
     requests: answered + failures.length,
     failed: failures.length,
-    errors,
+    errors: countCodes(failures),
     repairMs: settled === undefined ? undefined : settled - from,
     undeliverableMs: undeliverableMs(after),
     samples: after,

@@ -57,6 +57,11 @@ const TABLE = `table ip portable_lb { # handle 2
 		ip daddr . meta l4proto . th dport vmap @dsr_services # handle 26
 	}
 
+	chain tunnel { # handle 50
+		type filter hook output priority -300; policy accept;
+		udp dport 4789 notrack # handle 51
+	}
+
 	chain svc_tcp_0a000003_443 { # handle 27
 		meta l4proto 6 notrack meta mark set jhash ip saddr . tcp sport mod 3 seed 0x706c62 map { 0 : 0x0a010001, 1 : 0x0a010002, 2 : 0x0a010001 } update @flows_tcp { ip saddr . tcp sport . ip daddr . tcp dport : meta mark } # handle 28
 	}
@@ -123,6 +128,7 @@ describe("nft strict reader", () => {
         ["output", [5]],
         ["postrouting", [7]],
         ["dsr", [40, 41, 24, 25, 26]],
+        ["tunnel", [51]],
         ["svc_tcp_0a000001_80", [10]],
         ["svc_tcp_0a000003_443", [28]],
         ["svc_udp_0a000002_53", [12]],
@@ -155,8 +161,9 @@ describe("nft strict reader", () => {
   it.each([
     [
       "a flushed table (no rules at all)",
-      TABLE.replace(/\n\t\t[^\n]*# handle (3|5|7|10|12|24|25|26|28|40|41)/g, ""),
+      TABLE.replace(/\n\t\t[^\n]*# handle (3|5|7|10|12|24|25|26|28|40|41|51)\b/g, ""),
       [
+        ["base", true],
         ["base", true],
         ["base", true],
         ["base", true],
@@ -243,7 +250,7 @@ describe("nft strict reader", () => {
       [
         ["unparseable", true],
         ["unparseable", true],
-        ...Array.from({ length: 8 }, () => ["base", true]), // 4 maps, 4 base chains
+        ...Array.from({ length: 9 }, () => ["base", true]), // 4 maps, 5 base chains
       ],
     ],
     [

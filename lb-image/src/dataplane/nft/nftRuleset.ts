@@ -1,6 +1,6 @@
 // nft scripts for the nftables engine: the table skeleton, and one transaction per change that
 // touches only the services that changed. `nft -f` applies a script atomically: all or nothing.
-import { DSR_LB_DEVICE } from "../dsr/dsrTunnel.ts";
+import { DSR_LB_DEVICE, DSR_UDP_PORT } from "../dsr/dsrTunnel.ts";
 import { serviceKey } from "../model.ts";
 import { NFT_TABLE, objectId, type NftService } from "./nftState.ts";
 
@@ -11,6 +11,7 @@ export const FLOW_HASH_SEED = "0x706c62";
 
 const DISPATCH = "ip daddr . meta l4proto . th dport vmap @services";
 const DSR_DISPATCH = "ip daddr . meta l4proto . th dport vmap @dsr_services";
+const TUNNEL_NOTRACK = `udp dport ${DSR_UDP_PORT} notrack`;
 const PROTOCOL_NUMBERS = { tcp: 6, udp: 17 } as const;
 
 /**
@@ -104,6 +105,16 @@ export const BASE_CHAINS = [
       })),
       { rule: DSR_DISPATCH, listed: DSR_DISPATCH },
     ],
+  },
+  // DSR: the tunnel's own packets, which leave this pod and never come back. Each connection hashes
+  // to its own VXLAN source port: tracked, every new connection would leave an unreplied entry here
+  // for 30 s, and at high connection rates fill the table (which then drops every packet).
+  {
+    name: "tunnel",
+    type: "filter",
+    hook: "output",
+    priority: -300,
+    rules: [{ rule: TUNNEL_NOTRACK, listed: TUNNEL_NOTRACK }],
   },
 ] as const;
 

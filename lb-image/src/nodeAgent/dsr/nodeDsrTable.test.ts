@@ -59,6 +59,19 @@ const captured = {
       rule: {
         family: "ip",
         table: "portable_lb_dsr",
+        chain: "forwarded",
+        handle: 7,
+        expr: [
+          { match: { op: "==", left: { payload: { protocol: "udp", field: "dport" } }, right: 4789 } },
+          { match: { op: "==", left: { payload: { base: "th", offset: 96, len: 24 } }, right: 7367778 } },
+          { notrack: null },
+        ],
+      },
+    },
+    {
+      rule: {
+        family: "ip",
+        table: "portable_lb_dsr",
         chain: "mss",
         handle: 6,
         expr: [
@@ -111,6 +124,7 @@ describe("node DSR table", () => {
       "add chain ip portable_lb_dsr forwarded { type filter hook prerouting priority raw ; policy accept ; }",
       "add rule ip portable_lb_dsr forwarded ip daddr @vips fib daddr type != local notrack",
       "add rule ip portable_lb_dsr forwarded ip saddr @vips fib daddr type != local notrack",
+      "add rule ip portable_lb_dsr forwarded udp dport 4789 @th,96,24 7367778 notrack",
     ];
     expect(nodeTableScript({ vips: ["10.1.1.10"], mss: 1360 })).toBe(
       [
@@ -155,6 +169,14 @@ describe("node DSR table", () => {
       return o;
     });
     expect(parseNodeTable(noFib)).toBe("other");
+    // The tunnel's rule for another VNI (someone else's VXLAN), or without it (the earlier table).
+    const otherVni = listing((o) => {
+      const r = rule(o);
+      if (r?.handle === 7) (r.expr[1] as { match: { right: number } }).match.right = 42;
+      return o;
+    });
+    expect(parseNodeTable(otherVni)).toBe("other");
+    expect(parseNodeTable(listing((o) => (rule(o)?.handle === 7 ? undefined : o)))).toBe("other");
     // A clamp whose match and mangle disagree.
     const mismatched = listing((o) => {
       const r = rule(o);

@@ -7,19 +7,25 @@
 //     (it arrives encapsulated, to the pod's address), so every reply would be INVALID;
 //   (packets to the node itself keep conntrack: an LB pod's node-route check asks the node agent
 //   from a VIP, and a host firewall may accept only tracked traffic)
+//   - `notrack` for our tunnel's packets passing through (UDP 4789 with our VNI, LB pod to backend
+//     pod): each connection's flow hashes to its own VXLAN source port, so every new connection
+//     would leave an unreplied UDP entry on the LB's node and on the backend's for 30 s; at high
+//     connection rates those fill the node's conntrack table, which then drops all its traffic.
 //   - only where local DSR backend pods are: an MSS clamp on the SYN-ACKs from a VIP: the client's
 //     segments reach the backend through the LB's tunnel (+DSR_OVERHEAD bytes), but the backend's
 //     SYN-ACK goes straight to the client, so the MSS the client learns must leave room for the
 //     tunnel. Only larger values are lowered.
 // No DSR VIP: no table at all.
 import { z } from "zod";
-import { DSR_OVERHEAD } from "../../dataplane/dsr/dsrTunnel.ts";
+import { DSR_OVERHEAD, DSR_UDP_PORT, DSR_VNI } from "../../dataplane/dsr/dsrTunnel.ts";
 import { compareKeys } from "../../dataplane/model.ts";
 
 export const DSR_NODE_TABLE = "portable_lb_dsr";
 const T = `ip ${DSR_NODE_TABLE}`;
 /** IPv4 (20) and TCP (20) headers without options. */
 const TCP_IP_HEADERS = 40;
+/** A VXLAN header's VNI, in bits from the start of the UDP header (8 bytes UDP, 4 of VXLAN flags). */
+const VNI_OFFSET_BITS = 96;
 
 export interface NodeDsrTable {
   /** Every DSR VIP. */
@@ -49,6 +55,7 @@ export function nodeTableScript(t: NodeDsrTable | undefined): string {
       `add chain ${T} forwarded { type filter hook prerouting priority raw ; policy accept ; }`,
       `add rule ${T} forwarded ip daddr @vips fib daddr type != local notrack`,
       `add rule ${T} forwarded ip saddr @vips fib daddr type != local notrack`,
+      `add rule ${T} forwarded udp dport ${DSR_UDP_PORT} @th,${VNI_OFFSET_BITS},24 ${DSR_VNI} notrack`,
       ...(t.mss === undefined
         ? []
         : [
@@ -109,15 +116,22 @@ export function parseNodeTable(json: string): NodeDsrTable | "other" {
     "chain forwarded prerouting -300",
     "rule forwarded",
     "rule forwarded",
+    "rule forwarded",
     ...(hasMss ? ["chain mss forward -150", "rule mss"] : []),
   ].sort();
   if (shape.join() !== expected.join()) return "other";
-  // The two notrack rules, in order: to a VIP, then from one; both only for forwarded packets.
+  // The notrack rules, in order: to a VIP, then from one, both only for forwarded packets; the tunnel.
   const notrack = rules.filter((r) => r.chain === "forwarded").map((r) => JSON.stringify(r.expr));
   const untracks = (field: string, rule: string) =>
     rule.includes(`{"payload":{"protocol":"ip","field":"${field}"}},"right":"@vips"`) &&
     ['"notrack"', '"fib"'].every((e) => rule.includes(e));
+  const tunnel = [
+    `{"payload":{"protocol":"udp","field":"dport"}},"right":${DSR_UDP_PORT}}`,
+    `{"payload":{"base":"th","offset":${VNI_OFFSET_BITS},"len":24}},"right":${DSR_VNI}}`,
+    '"notrack"',
+  ];
   if (!untracks("daddr", notrack[0]!) || !untracks("saddr", notrack[1]!)) return "other";
+  if (!tunnel.every((e) => notrack[2]!.includes(e))) return "other";
   const vips = (sets[0]!.elem ?? []).filter((e): e is string => typeof e === "string").sort(compareKeys);
   if (!hasMss) return { vips };
   const mssRule = rules.find((r) => r.chain === "mss")!;

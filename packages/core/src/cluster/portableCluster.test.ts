@@ -53,6 +53,14 @@ describe("PortableCluster", () => {
       expect(await pulumi.isSecret(cluster.kubeconfig)).toBe(true);
       expect(cluster.loadBalancerClass).toBe("portable-lb.io/ecmp");
       expect(cluster.vipPools).toEqual([{ name: "web", cidr: "10.1.1.0/24", avoidBuggyIps: false }]);
+      expect(Object.keys(cluster.stackOutputs())).toEqual([
+        "kubeconfig",
+        "loadBalancerClass",
+        "vipPools",
+        "routingMode",
+        "routerConfig",
+        "routerAdvice",
+      ]);
     },
   );
 
@@ -96,6 +104,13 @@ describe("PortableCluster", () => {
       expect(containers()).toEqual(["controller"]);
       expect(ofType("portable-lb:core:RouteReflector")).toEqual([]);
       expect(cluster.routerConfig).toBeUndefined();
+      // No router to configure: its outputs are left out, not exported as undefined.
+      expect(Object.keys(cluster.stackOutputs())).toEqual([
+        "kubeconfig",
+        "loadBalancerClass",
+        "vipPools",
+        "routingMode",
+      ]);
       const config = JSON.parse(
         ofType("kubernetes:core/v1:ConfigMap").find(
           (c) => c.inputs.metadata.name === "portable-lb-controller-config",

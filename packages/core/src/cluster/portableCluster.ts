@@ -185,13 +185,20 @@ export class PortableCluster extends pulumi.ComponentResource {
       this.routerAdvice = routerAdvice(this.loadBalancer.config.dataPlane.mode);
     }
 
-    this.registerOutputs({
+    this.registerOutputs(this.stackOutputs());
+  }
+
+  /**
+   * What a platform stack exports for its app stacks (they read it through a StackReference); the
+   * router's config and advice only in BGP mode (Pulumi warns about each undefined output).
+   */
+  stackOutputs() {
+    return {
       kubeconfig: this.kubeconfig,
       loadBalancerClass: this.loadBalancerClass,
       vipPools: this.vipPools,
       routingMode: this.routingMode,
-      routerConfig: this.routerConfig,
-      routerAdvice: this.routerAdvice,
-    });
+      ...(this.routerConfig && { routerConfig: this.routerConfig, routerAdvice: this.routerAdvice }),
+    };
   }
 }

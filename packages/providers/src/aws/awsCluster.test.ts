@@ -6,7 +6,7 @@ import * as pulumi from "@pulumi/pulumi";
 import { load } from "js-yaml";
 import { secretValue, settled, typeChain, valueOf } from "../../../../test/unit/pulumiMocks.ts";
 import { awsEnvironmentSchema } from "../awsEnvironment.ts";
-import { TEST_CA_CERT, TEST_CA_KEY, TEST_JOIN_TOKEN } from "../bootstrap/__fixtures__/testCredentials.ts";
+import { testCredentialsScript } from "../bootstrap/__fixtures__/testCredentials.ts";
 import {
   AWS_ACCOUNT,
   AWS_API_IP,
@@ -14,16 +14,12 @@ import {
   AWS_ROUTE_TABLE_ID,
   installCloudMocks,
 } from "../__fixtures__/cloudMocks.ts";
-import { renderBootstrapScript } from "../bootstrap/bootstrapScript.ts";
-import { caCertHash } from "../bootstrap/caCertHash.ts";
 import { renderCloudInit } from "../bootstrap/cloudInit.ts";
 import { CLUSTER_PORTS } from "../clusterPorts.ts";
 import { expectApiServerWait } from "../__fixtures__/apiServerWait.ts";
 import { ApiServerReady } from "../apiServer/apiServerReady.ts";
 import { AwsCluster, DEBIAN_AMI_OWNER } from "./awsCluster.ts";
 
-const caCert = TEST_CA_CERT;
-const caKey = TEST_CA_KEY;
 const ACCOUNT = AWS_ACCOUNT;
 const API_IP = AWS_API_IP;
 
@@ -187,21 +183,13 @@ describe("AwsCluster (cloud-routes: no BGP peers)", () => {
   });
 
   it("boots each machine with the shared bootstrap script for its node, from cloud-init", () => {
-    const hash = caCertHash(caCert);
     for (const node of cluster.environment.nodes) {
       const instance = instances().find((i) => i.inputs.tags.Name === node.name)!;
-      const expected = renderBootstrapScript({
-        clusterName: "plb",
-        node: { name: node.name, role: node.role, address: node.address },
+      const expected = testCredentialsScript(node, {
         providerId: { from: "aws-metadata" },
         controlPlaneAddress: "10.0.0.10",
         apiServerCertSans: [API_IP],
-        podCidr: network.podCidr,
-        serviceCidr: network.serviceCidr,
-        joinToken: TEST_JOIN_TOKEN,
-        caCertHash: hash,
-        ...(node.role === "control-plane" && { ca: { certPem: caCert, keyPem: caKey } }),
-        lbTaint: false,
+        network,
       });
       expect(secretValue(instance.inputs.userData)).toBe(renderCloudInit(expected));
       expect(scriptOf(instance).includes("node-labels")).toBe(node.role === "lb");

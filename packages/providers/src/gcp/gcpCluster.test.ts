@@ -6,9 +6,7 @@ import * as pulumi from "@pulumi/pulumi";
 import { GCP_CLOUD_ROUTES_PERMISSIONS } from "@portable-lb/core";
 import { secretValue, settled, typeChain, valueOf } from "../../../../test/unit/pulumiMocks.ts";
 import { GCP_API_IP, GCP_PROJECT, installCloudMocks } from "../__fixtures__/cloudMocks.ts";
-import { TEST_CA_CERT, TEST_CA_KEY, TEST_JOIN_TOKEN } from "../bootstrap/__fixtures__/testCredentials.ts";
-import { renderBootstrapScript } from "../bootstrap/bootstrapScript.ts";
-import { caCertHash } from "../bootstrap/caCertHash.ts";
+import { testCredentialsScript } from "../bootstrap/__fixtures__/testCredentials.ts";
 import { CLUSTER_PORTS } from "../clusterPorts.ts";
 import { expectApiServerWait } from "../__fixtures__/apiServerWait.ts";
 import { ApiServerReady } from "../apiServer/apiServerReady.ts";
@@ -144,18 +142,11 @@ describe("GcpCluster (cloud-routes: no BGP peers)", () => {
     for (const node of cluster.environment.nodes) {
       const instance = instances().find((i) => i.inputs.name === node.name)!;
       expect(secretValue(instance.inputs.metadataStartupScript)).toBe(
-        renderBootstrapScript({
-          clusterName: "plb",
-          node: { name: node.name, role: node.role, address: node.address },
+        testCredentialsScript(node, {
           providerId: { from: "value", value: `gce://${PROJECT}/${node.zone}/${node.name}` },
           controlPlaneAddress: "10.10.0.10",
           apiServerCertSans: [API_IP],
-          podCidr: network.podCidr,
-          serviceCidr: network.serviceCidr,
-          joinToken: TEST_JOIN_TOKEN,
-          caCertHash: caCertHash(TEST_CA_CERT),
-          ...(node.role === "control-plane" && { ca: { certPem: TEST_CA_CERT, keyPem: TEST_CA_KEY } }),
-          lbTaint: false,
+          network,
         }),
       );
     }

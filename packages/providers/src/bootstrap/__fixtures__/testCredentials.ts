@@ -1,7 +1,10 @@
 // What the tls and random providers would return under Pulumi's mocks: the throwaway fixture CA
-// stands in for every certificate and key, and the token's parts are fixed.
+// stands in for every certificate and key, and the token's parts are fixed; and the scripts made with them.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import type { NodeFact } from "../../provider.ts";
+import { renderBootstrapScript, type BootstrapScriptInput } from "../bootstrapScript.ts";
+import { caCertHash } from "../caCertHash.ts";
 
 export const TEST_CA_CERT = readFileSync(join(__dirname, "test-ca.crt"), "utf8");
 export const TEST_CA_KEY = readFileSync(join(__dirname, "test-ca.key"), "utf8");
@@ -18,4 +21,29 @@ const outputs: Record<string, Record<string, unknown>> = {
 
 export function credentialOutputs(type: string): Record<string, unknown> | undefined {
   return outputs[type];
+}
+
+/**
+ * The script the shared renderer gives `node` of cluster "plb" made with these credentials: what a
+ * provider's graph test expects each machine to run.
+ */
+export function testCredentialsScript(
+  node: NodeFact,
+  cluster: Pick<BootstrapScriptInput, "controlPlaneAddress" | "apiServerCertSans" | "providerId"> & {
+    network: { podCidr: string; serviceCidr: string };
+  },
+): string {
+  return renderBootstrapScript({
+    clusterName: "plb",
+    node: { name: node.name, role: node.role, address: node.address },
+    ...(cluster.providerId && { providerId: cluster.providerId }),
+    controlPlaneAddress: cluster.controlPlaneAddress,
+    apiServerCertSans: cluster.apiServerCertSans,
+    podCidr: cluster.network.podCidr,
+    serviceCidr: cluster.network.serviceCidr,
+    joinToken: TEST_JOIN_TOKEN,
+    caCertHash: caCertHash(TEST_CA_CERT),
+    ...(node.role === "control-plane" && { ca: { certPem: TEST_CA_CERT, keyPem: TEST_CA_KEY } }),
+    lbTaint: false,
+  });
 }

@@ -15,30 +15,45 @@ cat >/etc/modules-load.d/portable-lb.conf <<'MODULES'
 overlay
 br_netfilter
 MODULES
-modprobe overlay
-modprobe br_netfilter
+# Already there (loaded, or built into the kernel): no modprobe, which fails on a kernel without
+# its modules folder.
+[ -d /sys/module/overlay ] || modprobe overlay
+[ -d /proc/sys/net/bridge ] || modprobe br_netfilter
 cat >/etc/sysctl.d/90-portable-lb.conf <<'SYSCTL'
 net.ipv4.ip_forward = 1
 net.bridge.bridge-nf-call-iptables = 1
 SYSCTL
-sysctl --system >/dev/null
+# Only these (--system would write every file's settings again, machine-wide).
+sysctl -p /etc/sysctl.d/90-portable-lb.conf >/dev/null
 swapoff -a
 sed -i '/\sswap\s/s/^/#/' /etc/fstab
 
-# containerd from the distribution, with the systemd cgroup driver the kubelet is set to.
-apt-get update -q
-apt-get install -y -q containerd apt-transport-https ca-certificates curl gpg
-mkdir -p /etc/containerd
-containerd config default | sed 's/SystemdCgroup = false/SystemdCgroup = true/' >/etc/containerd/config.toml
-systemctl restart containerd
+# A machine prepared beforehand, with containerd and with kubeadm, the kubelet and kubectl at
+# 1.35.4, is left as it is; any other gets them from the package repositories.
+prepared() {
+  command -v containerd >/dev/null &&
+    [ "$(kubeadm version -o short 2>/dev/null)" = v1.35.4 ] &&
+    [ "$(kubelet --version 2>/dev/null)" = "Kubernetes v1.35.4" ] &&
+    [ "$(kubectl version --client 2>/dev/null | head -n 1)" = "Client Version: v1.35.4" ]
+}
+if prepared; then
+  echo "portable-lb: plb-worker-1 has containerd and Kubernetes 1.35.4 already"
+else
+  # containerd from the distribution, with the systemd cgroup driver the kubelet is set to.
+  apt-get update -q
+  apt-get install -y -q containerd apt-transport-https ca-certificates curl gpg
+  mkdir -p /etc/containerd
+  containerd config default | sed 's/SystemdCgroup = false/SystemdCgroup = true/' >/etc/containerd/config.toml
+  systemctl restart containerd
 
-# kubeadm, the kubelet and kubectl at 1.35.4, held there.
-install -d -m 0755 /etc/apt/keyrings
-curl -fsSL https://pkgs.k8s.io/core:/stable:/v1.35/deb/Release.key | gpg --dearmor --yes -o /etc/apt/keyrings/kubernetes.gpg
-echo 'deb [signed-by=/etc/apt/keyrings/kubernetes.gpg] https://pkgs.k8s.io/core:/stable:/v1.35/deb/ /' >/etc/apt/sources.list.d/kubernetes.list
-apt-get update -q
-apt-get install -y -q kubelet=1.35.4-1.1 kubeadm=1.35.4-1.1 kubectl=1.35.4-1.1
-apt-mark hold kubelet kubeadm kubectl
+  # kubeadm, the kubelet and kubectl at 1.35.4, held there.
+  install -d -m 0755 /etc/apt/keyrings
+  curl -fsSL https://pkgs.k8s.io/core:/stable:/v1.35/deb/Release.key | gpg --dearmor --yes -o /etc/apt/keyrings/kubernetes.gpg
+  echo 'deb [signed-by=/etc/apt/keyrings/kubernetes.gpg] https://pkgs.k8s.io/core:/stable:/v1.35/deb/ /' >/etc/apt/sources.list.d/kubernetes.list
+  apt-get update -q
+  apt-get install -y -q kubelet=1.35.4-1.1 kubeadm=1.35.4-1.1 kubectl=1.35.4-1.1
+  apt-mark hold kubelet kubeadm kubectl
+fi
 
 # The cloud instance this node is: the cloud-routes mode finds it through the Node's providerID.
 PROVIDER_ID=gce://my-project-123/europe-west4-b/plb-worker-1
