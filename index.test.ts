@@ -1,8 +1,11 @@
-// The root program with `environment.kind` aws and gcp, under Pulumi's mocks: the stack's settings
+// The root program with `environment.kind` aws, gcp and onprem, under Pulumi's mocks: the stack's settings
 // provision the cluster through @portable-lb/providers, and PortableCluster gets its facts (the
 // kubeconfig as a secret, the LB nodes, the cloud's route targets or the BGP peers) and waits for
-// its API server. A kind without a component is refused before anything registers.
+// its API server. onprem's machines are bootstrapped over SSH, and named at preview when SSH cannot
+// reach them.
+import { createServer, type AddressInfo, type Server } from "node:net";
 import * as pulumi from "@pulumi/pulumi";
+import { SSH_KEY_REQUIRED } from "@portable-lb/providers";
 import { expectApiServerWait } from "./packages/providers/src/__fixtures__/apiServerWait.ts";
 import {
   AWS_API_IP,
@@ -47,7 +50,12 @@ type Outputs = Record<string, unknown>;
 async function runProgram(settings: Record<string, unknown>): Promise<Outputs> {
   recorded.length = 0;
   pulumi.runtime.setAllConfig(
-    Object.fromEntries(Object.entries(settings).map(([k, v]) => [`portable-lb:${k}`, JSON.stringify(v)])),
+    Object.fromEntries(
+      Object.entries(settings).map(([k, v]) => [
+        `portable-lb:${k}`,
+        typeof v === "string" ? v : JSON.stringify(v),
+      ]),
+    ),
   );
   const main = (await import("./index.ts")) as unknown as { default: () => Promise<Outputs> };
   const outputs = await main.default();
@@ -149,22 +157,68 @@ describe("the root program on aws with BGP peers", () => {
   });
 });
 
-describe("the root program on a kind without a component", () => {
-  it("refuses onprem naming the field, the value and the fix, and registers nothing", async () => {
+describe("the root program on onprem", () => {
+  // Loopback stand-ins for the machines' sshd: the preview only asks whether the port accepts.
+  const servers: Server[] = [];
+  let port = 0;
+  beforeAll(async () => {
+    for (const host of ["127.0.0.1", "127.0.0.2"]) {
+      const server = createServer((socket) => socket.destroy());
+      await new Promise<void>((resolve) => server.listen(port, host, resolve));
+      port = (server.address() as AddressInfo).port;
+      servers.push(server);
+    }
+  });
+  afterAll(async () => {
+    await Promise.all(servers.map((s) => new Promise((resolve) => s.close(resolve))));
+  });
+  const onprem = (hosts: string[]) => ({
+    kind: "onprem",
+    bgp: { routers: ["10.0.0.1"] },
+    ssh: { port },
+    nodes: [
+      { name: "cp", host: hosts[0], address: "10.0.0.10", role: "control-plane" },
+      { name: "lb-1", host: hosts[1], address: "10.0.0.11", role: "lb" },
+    ],
+  });
+
+  it("bootstraps the machines over SSH through OnpremCluster and hands PortableCluster its API server", async () => {
+    const outputs = await runProgram({
+      environment: onprem(["127.0.0.1", "127.0.0.2"]),
+      network,
+      loadBalancer: bgpLoadBalancer({ node: "lb-1", address: "10.0.0.11" }, 1),
+      sshPrivateKey: "not-a-real-key",
+    });
+    expect(of("portable-lb:providers:OnpremCluster").map((c) => c.name)).toEqual(["plb"]);
+    // Per machine: its script copied, then run; the key reaches every command as a secret.
+    const commands = of("command:remote:Command");
+    expect(commands.map((c) => c.name).sort()).toEqual([
+      "plb-cp-bootstrap",
+      "plb-cp-copy",
+      "plb-lb-1-bootstrap",
+      "plb-lb-1-copy",
+    ]);
+    for (const c of commands)
+      expect(secretValue(c.inputs.connection)).toMatchObject({ privateKey: "not-a-real-key" });
+    const [provider] = of("pulumi:providers:kubernetes");
+    expect(secretValue(provider!.inputs.kubeconfig)).toContain("server: https://10.0.0.10:6443");
+    expect(lbConfig().routingMode).toBe("bgp");
+    expect((outputs.nodes as { name: string }[]).map((n) => n.name)).toEqual(["cp", "lb-1"]);
+  });
+
+  it("names at preview a machine SSH cannot reach and the missing key, and registers nothing", async () => {
     await expect(
       runProgram({
-        environment: {
-          kind: "onprem",
-          bgp: { routers: ["10.0.0.1"] },
-          nodes: [
-            { name: "cp", host: "cp.example", address: "10.0.0.10", role: "control-plane" },
-            { name: "lb-1", host: "lb-1.example", address: "10.0.0.11", role: "lb" },
-          ],
-        },
+        environment: onprem(["127.0.0.1", "127.0.0.3"]),
         network,
         loadBalancer: bgpLoadBalancer({ node: "lb-1", address: "10.0.0.11" }, 1),
       }),
-    ).rejects.toThrow(/^environment\.kind: onprem clusters cannot be provisioned yet; use "aws" or "gcp"/);
+    ).rejects.toThrow(
+      [
+        SSH_KEY_REQUIRED,
+        `environment.nodes[1].host: node lb-1: SSH at 127.0.0.3:${port} did not answer (ECONNREFUSED); check that the machine is up, that sshd listens on environment.ssh.port and that this machine can reach it (got "127.0.0.3")`,
+      ].join("\n"),
+    );
     await settled();
     expect(recorded).toEqual([]);
   });

@@ -1,11 +1,12 @@
 // The root program: a portable-lb platform in the environment named by the stack's config.
 // Settings (all under the `portable-lb:` namespace; see README.md):
-//   environment   where the cluster is: kind kubeconfig (an existing cluster), aws or gcp (one this
-//                 program provisions, through @portable-lb/providers), or lab (this machine)
+//   environment   where the cluster is: kind kubeconfig (an existing cluster), onprem, aws or gcp
+//                 (one this program provisions, through @portable-lb/providers), or lab (this machine)
 //   network       nodeCidr, podCidr, serviceCidr, vipPools
 //   loadBalancer  replicas, bgp.asn, routeReflectors, dataPlane, image, ...
 //   routing       auto | bgp | cloud-routes          flannel   { backend }
 //   bgpPassword   (secret) TCP MD5 password for every BGP session
+//   sshPrivateKey (secret) onprem: the key that logs in to every machine
 //   skipAwait     don't wait for pods to become ready (clusters without kubelets, in tests)
 //   demoApp       { replicas }: the demo web service behind a VIP (the lab stack deploys it)
 import * as pulumi from "@pulumi/pulumi";

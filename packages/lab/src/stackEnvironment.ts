@@ -1,6 +1,6 @@
 // Which cluster a stack runs against, read from the stack's `portable-lb:environment` config:
-// `kubeconfig` adopts an existing cluster, the provisioning kinds (aws, gcp) make one through their
-// component (both @portable-lb/providers), and `lab` builds one on this machine (lab.ts).
+// `kubeconfig` adopts an existing cluster, the provisioning kinds (onprem, aws, gcp) make one through
+// their component (both @portable-lb/providers), and `lab` builds one on this machine (lab.ts).
 import { ConfigError, parseOrThrow } from "@portable-lb/core";
 import {
   environmentSchemaWith,
@@ -35,7 +35,12 @@ export function environmentFromConfig(config: pulumi.Config): StackEnvironment {
   }
   const env = parseOrThrow(environmentSchema, raw, "environment");
   if (env.kind === "kubeconfig") return resolveEnvironment(env);
-  if (env.kind !== "lab") return provisionEnvironment(env, config.requireObject<ClusterNetworks>("network"));
+  if (env.kind !== "lab") {
+    const sshPrivateKey = config.getSecret("sshPrivateKey");
+    return provisionEnvironment(env, config.requireObject<ClusterNetworks>("network"), {
+      ...(sshPrivateKey && { sshPrivateKey }),
+    });
+  }
   const lab = new Lab(env.name, { environment: env, network: config.requireObject("network") });
   return { ...lab.environment, kubeconfig: lab.kubeconfig, lab };
 }

@@ -10,9 +10,11 @@ export {
 } from "./environment.ts";
 export {
   PROVISIONERS,
+  SSH_KEY_REQUIRED,
   provisionEnvironment,
   type ClusterNetworks,
   type ClusterProvisioner,
+  type ProvisioningSecrets,
 } from "./provisionEnvironment.ts";
 export { awsEnvironmentSchema, awsPlan, type AwsEnvironmentConfig, type AwsPlan } from "./awsEnvironment.ts";
 export { gcpEnvironmentSchema, gcpPlan, type GcpEnvironmentConfig, type GcpPlan } from "./gcpEnvironment.ts";
