@@ -1,10 +1,12 @@
 // The root program: a portable-lb platform in the environment named by the stack's config.
 // Settings (all under the `portable-lb:` namespace; see README.md):
-//   environment   where the cluster is and what it offers (kind, kubeconfig, platform, bgp.routers)
+//   environment   where the cluster is: kind kubeconfig (an existing cluster), onprem, aws or gcp
+//                 (one this program provisions, through @portable-lb/providers), or lab (this machine)
 //   network       nodeCidr, podCidr, serviceCidr, vipPools
 //   loadBalancer  replicas, bgp.asn, routeReflectors, dataPlane, image, ...
 //   routing       auto | bgp | cloud-routes          flannel   { backend }
 //   bgpPassword   (secret) TCP MD5 password for every BGP session
+//   sshPrivateKey (secret) onprem: the key that logs in to every machine
 //   skipAwait     don't wait for pods to become ready (clusters without kubelets, in tests)
 //   demoApp       { replicas }: the demo web service behind a VIP (the lab stack deploys it)
 import * as pulumi from "@pulumi/pulumi";
@@ -61,6 +63,8 @@ async function main() {
     routingMode: cluster.routingMode,
     ...(cluster.routerConfig && { routerConfig: cluster.routerConfig, routerAdvice: cluster.routerAdvice }),
     ...(demo && { demoVip: demo.vip }),
+    /** A provisioned cluster's machines: names, roles, zones and addresses (for routeReflectors). */
+    ...(environment.nodes && { nodes: environment.nodes }),
     /** The lab's namespaces and addresses (for `npm run lab`'s report and the end-to-end test). */
     ...(lab && { labPlan: lab.plan }),
   };

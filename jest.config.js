@@ -33,8 +33,8 @@ module.exports = {
         "<rootDir>/bench/lib/**/*.test.ts",
         // The root program's own modules (stackInput.ts).
         "<rootDir>/*.test.ts",
-        // The examples' previews, under mocks.
-        "<rootDir>/examples/*/*.test.ts",
+        // The example programs' graphs (their previews), under mocks.
+        "<rootDir>/examples/**/*.test.ts",
       ],
     },
     {

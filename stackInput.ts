@@ -22,6 +22,8 @@ import {
   planFacts,
   probeCluster,
   readKubeconfig,
+  SSH_KEY_REQUIRED,
+  unreachableSshHosts,
   type KubeconfigFile,
 } from "@portable-lb/providers";
 import { z } from "zod";
@@ -34,6 +36,7 @@ export const STACK_SETTINGS = [
   "routing",
   "flannel",
   "bgpPassword",
+  "sshPrivateKey",
   "skipAwait",
   "demoApp",
 ] as const;
@@ -107,6 +110,11 @@ export async function checkStackInput(config: pulumi.Config, probe: Probe = prob
     const nodeCidr = schemaProblems(ipv4Cidr, (network as { nodeCidr?: unknown } | null)?.nodeCidr, "").data;
     const planned = nodeCidr && collect(problems, () => planEnvironment(environment, nodeCidr));
     if (planned) facts = planFacts(planned);
+    if (environment.kind === "onprem") {
+      if (config.get("sshPrivateKey") === undefined) problems.push(SSH_KEY_REQUIRED);
+      // A machine SSH cannot reach is named now, before the others' commands would run.
+      problems.push(...(await unreachableSshHosts(environment)));
+    }
   } else if (environment?.kind === "lab") {
     // The lab's routers, reflectors and LB image follow from its plan; a bad network is reported below.
     const plan = schemaProblems(networkPlanSchema, network, "network").data;

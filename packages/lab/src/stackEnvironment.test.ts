@@ -59,15 +59,6 @@ describe("environmentFromConfig", () => {
       /^environment\.kind: unknown environment kind; set environment\.kind to one of "kubeconfig", "onprem", "aws", "gcp", "lab" \(got "azure"\)$/,
     ],
     [
-      {
-        kind: "aws",
-        region: "us-east-1",
-        zones: ["us-east-1a", "us-east-1b"],
-        apiAccessCidrs: ["203.0.113.0/24"],
-      },
-      /^environment\.kind: the root program cannot provision aws clusters yet \(issue 18\); provision one with @portable-lb\/providers in your own program, or use "kubeconfig" with a cluster you have \(got "aws"\)$/,
-    ],
-    [
       { kind: "kubeconfig" },
       /^environment\.kubeconfig: the path to a kubeconfig file is required, e\.g\. ~\/\.kube\/config \(not set\)$/,
     ],

@@ -1,8 +1,15 @@
 // Which cluster a stack runs against, read from the stack's `portable-lb:environment` config:
-// `kubeconfig` adopts an existing cluster (@portable-lb/providers), `lab` builds one on this machine
-// (lab.ts). The provisioning kinds (onprem, aws, gcp) are checked, but not yet provisioned here.
-import { ConfigError, parseOrThrow, problem } from "@portable-lb/core";
-import { environmentSchemaWith, resolveEnvironment, type Environment } from "@portable-lb/providers";
+// `kubeconfig` adopts an existing cluster, the provisioning kinds (onprem, aws, gcp) make one through
+// their component (both @portable-lb/providers), and `lab` builds one on this machine (lab.ts).
+import { ConfigError, parseOrThrow } from "@portable-lb/core";
+import {
+  environmentSchemaWith,
+  provisionEnvironment,
+  resolveEnvironment,
+  type ClusterNetworks,
+  type Environment,
+  type NodeFact,
+} from "@portable-lb/providers";
 import type * as pulumi from "@pulumi/pulumi";
 import type { z } from "zod";
 import { Lab } from "./lab.ts";
@@ -12,8 +19,11 @@ export const environmentSchema = environmentSchemaWith(labEnvironmentSchema);
 
 export type EnvironmentConfig = z.output<typeof environmentSchema>;
 
-/** A resolved environment; `lab` is set for a lab, whose kubeconfig is the path of its own file. */
-export type StackEnvironment = Environment & { lab?: Lab };
+/**
+ * A resolved environment; `lab` is set for a lab, whose kubeconfig is the path of its own file, and
+ * `nodes` for a provisioned cluster (its machines as planned).
+ */
+export type StackEnvironment = Environment & { lab?: Lab; nodes?: NodeFact[] };
 
 /** Reads and checks `portable-lb:environment` (an object) from the stack config. */
 export function environmentFromConfig(config: pulumi.Config): StackEnvironment {
@@ -25,14 +35,12 @@ export function environmentFromConfig(config: pulumi.Config): StackEnvironment {
   }
   const env = parseOrThrow(environmentSchema, raw, "environment");
   if (env.kind === "kubeconfig") return resolveEnvironment(env);
-  if (env.kind !== "lab")
-    throw new ConfigError(
-      problem(
-        "environment.kind",
-        `the root program cannot provision ${env.kind} clusters yet (issue 18); provision one with @portable-lb/providers in your own program, or use "kubeconfig" with a cluster you have`,
-        env.kind,
-      ),
-    );
+  if (env.kind !== "lab") {
+    const sshPrivateKey = config.getSecret("sshPrivateKey");
+    return provisionEnvironment(env, config.requireObject<ClusterNetworks>("network"), {
+      ...(sshPrivateKey && { sshPrivateKey }),
+    });
+  }
   const lab = new Lab(env.name, { environment: env, network: config.requireObject("network") });
   return { ...lab.environment, kubeconfig: lab.kubeconfig, lab };
 }

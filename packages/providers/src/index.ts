@@ -8,6 +8,14 @@ export {
   type KubeconfigEnvironmentConfig,
   type ProvisioningEnvironmentConfig,
 } from "./environment.ts";
+export {
+  PROVISIONERS,
+  SSH_KEY_REQUIRED,
+  provisionEnvironment,
+  type ClusterNetworks,
+  type ClusterProvisioner,
+  type ProvisioningSecrets,
+} from "./provisionEnvironment.ts";
 export { awsEnvironmentSchema, awsPlan, type AwsEnvironmentConfig, type AwsPlan } from "./awsEnvironment.ts";
 export { gcpEnvironmentSchema, gcpPlan, type GcpEnvironmentConfig, type GcpPlan } from "./gcpEnvironment.ts";
 export { onpremEnvironmentSchema, onpremPlan, type OnpremEnvironmentConfig } from "./onpremEnvironment.ts";
@@ -20,6 +28,13 @@ export {
   type NodeRole,
   type ProvisionedEnvironment,
 } from "./provider.ts";
+export {
+  API_SERVER_WAIT_S,
+  waitForApiServer,
+  type ApiServerReadiness,
+  type ApiServerWait,
+} from "./apiServer/waitForApiServer.ts";
+export { ApiServerReady, type ApiServerReadyArgs } from "./apiServer/apiServerReady.ts";
 export { PROBE_TIMEOUT_MS, probeCluster, readKubeconfig, type KubeconfigFile } from "./kubeconfigFile.ts";
 export {
   API_SERVER_PORT,

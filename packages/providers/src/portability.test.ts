@@ -7,16 +7,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PortableCluster } from "@portable-lb/core";
 import * as pulumi from "@pulumi/pulumi";
-import { installMocks, secretValue, settled } from "../../../test/unit/pulumiMocks.ts";
+import { secretValue, settled } from "../../../test/unit/pulumiMocks.ts";
 import {
   AWS_ACCOUNT,
   AWS_API_IP,
   AWS_ROUTE_TABLE_ID,
   GCP_API_IP,
   GCP_PROJECT,
-  cloudCall,
-  cloudId,
-  cloudOutputs,
+  installCloudMocks,
 } from "./__fixtures__/cloudMocks.ts";
 import { AwsCluster } from "./aws/awsCluster.ts";
 import { awsEnvironmentSchema } from "./awsEnvironment.ts";
@@ -25,11 +23,7 @@ import { GcpCluster } from "./gcp/gcpCluster.ts";
 import { gcpEnvironmentSchema } from "./gcpEnvironment.ts";
 import type { ProvisionedEnvironment } from "./provider.ts";
 
-const recorded = installMocks({
-  outputs: (type, _name, inputs) => cloudOutputs(type, inputs),
-  call: (token) => cloudCall(token),
-  id: cloudId,
-});
+const recorded = installCloudMocks();
 const dir = mkdtempSync(join(tmpdir(), "plb-portability-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 

@@ -8,6 +8,7 @@ import type {
   RouteTargetFacts,
 } from "@portable-lb/core";
 import type * as pulumi from "@pulumi/pulumi";
+import { ApiServerReady } from "./apiServer/apiServerReady.ts";
 
 export const NODE_ROLES = ["control-plane", "lb", "worker"] as const;
 export type NodeRole = (typeof NODE_ROLES)[number];
@@ -45,14 +46,22 @@ export function lbNodesOf(nodes: readonly NodeFact[]): NodeFact[] {
 
 /**
  * A cloud cluster as PortableCluster takes it: BGP where peers are given, else the cloud's routes;
- * its objects wait for the machines, and are deleted before them.
+ * its objects wait for the API server to be ready on the machines, and are deleted before them.
  */
 export function cloudEnvironment(o: {
+  /** The cluster component's name and the component itself: the wait is its child. */
+  name: string;
+  parent: pulumi.Resource;
   plan: EnvironmentPlan & { platform: "aws" | "gcp" };
   kubeconfig: pulumi.Output<string>;
   cloudRoutes: EnvironmentRouteTargets;
-  machines: pulumi.Resource[];
+  machines: pulumi.CustomResource[];
 }): ProvisionedEnvironment {
+  const ready = new ApiServerReady(
+    `${o.name}-api-ready`,
+    { kubeconfig: o.kubeconfig, machines: o.machines.map((m) => m.id) },
+    { parent: o.parent },
+  );
   return {
     kind: o.plan.platform,
     platform: o.plan.platform,
@@ -60,6 +69,7 @@ export function cloudEnvironment(o: {
     nodes: o.plan.nodes,
     lbNodeCount: lbNodesOf(o.plan.nodes).length,
     ...(o.plan.bgp ? { bgp: o.plan.bgp } : { cloudRoutes: o.cloudRoutes }),
-    dependsOn: o.machines,
+    // The machines are the wait's inputs: it is created after them and deleted before them.
+    dependsOn: [ready],
   };
 }

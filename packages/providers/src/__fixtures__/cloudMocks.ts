@@ -1,5 +1,6 @@
 // What the aws, gcp, tls and random providers would return under Pulumi's mocks, for the cloud
 // clusters' graph tests: the addresses, names and ids a cloud assigns, and its data sources.
+import { installMocks, type RecordedResource } from "../../../../test/unit/pulumiMocks.ts";
 import { credentialOutputs } from "../bootstrap/__fixtures__/testCredentials.ts";
 
 export const AWS_ACCOUNT = "123456789012";
@@ -42,4 +43,18 @@ export function cloudCall(token: string): Record<string, unknown> | undefined {
     },
     "aws:ec2/getAmi:getAmi": { id: DEBIAN_AMI },
   }[token];
+}
+
+/** Pulumi's mocks answering as the clouds would; `onCall` sees each data source call. */
+export function installCloudMocks(
+  onCall?: (token: string, inputs: Record<string, unknown>) => void,
+): RecordedResource[] {
+  return installMocks({
+    outputs: (type, _name, inputs) => cloudOutputs(type, inputs),
+    call: (token, inputs) => {
+      onCall?.(token, inputs);
+      return cloudCall(token);
+    },
+    id: cloudId,
+  });
 }

@@ -4,34 +4,27 @@
 // the user data each machine boots, and what the environment hands PortableCluster.
 import * as pulumi from "@pulumi/pulumi";
 import { load } from "js-yaml";
-import { installMocks, secretValue, settled, typeChain, valueOf } from "../../../../test/unit/pulumiMocks.ts";
+import { secretValue, settled, typeChain, valueOf } from "../../../../test/unit/pulumiMocks.ts";
 import { awsEnvironmentSchema } from "../awsEnvironment.ts";
 import { testCredentialsScript } from "../bootstrap/__fixtures__/testCredentials.ts";
 import {
   AWS_ACCOUNT,
   AWS_API_IP,
   DEBIAN_AMI,
-  cloudCall,
-  cloudOutputs,
   AWS_ROUTE_TABLE_ID,
-  cloudId,
+  installCloudMocks,
 } from "../__fixtures__/cloudMocks.ts";
 import { renderCloudInit } from "../bootstrap/cloudInit.ts";
 import { CLUSTER_PORTS } from "../clusterPorts.ts";
+import { expectApiServerWait } from "../__fixtures__/apiServerWait.ts";
+import { ApiServerReady } from "../apiServer/apiServerReady.ts";
 import { AwsCluster, DEBIAN_AMI_OWNER } from "./awsCluster.ts";
 
 const ACCOUNT = AWS_ACCOUNT;
 const API_IP = AWS_API_IP;
 
 const calls: { token: string; inputs: Record<string, unknown> }[] = [];
-const recorded = installMocks({
-  outputs: (type, _name, inputs) => cloudOutputs(type, inputs),
-  call: (token, inputs) => {
-    calls.push({ token, inputs });
-    return cloudCall(token);
-  },
-  id: cloudId,
-});
+const recorded = installCloudMocks((token, inputs) => calls.push({ token, inputs }));
 
 const network = { nodeCidr: "10.0.0.0/16", podCidr: "10.244.0.0/16", serviceCidr: "10.96.0.0/16" };
 const environment = (extra: Record<string, unknown> = {}) =>
@@ -213,7 +206,13 @@ describe("AwsCluster (cloud-routes: no BGP peers)", () => {
     expect(targets?.cloud).toBe("aws");
     if (targets?.cloud === "aws")
       expect(await valueOf(pulumi.output(targets.routeTableIds))).toEqual([AWS_ROUTE_TABLE_ID]);
-    expect(env.dependsOn).toHaveLength(6);
+    // Its objects wait for the API server, which waits for every machine.
+    expect(env.dependsOn).toEqual([expect.any(ApiServerReady)]);
+    expectApiServerWait(
+      recorded,
+      instances().map((i) => `plb-${i.inputs.tags.Name}-id`),
+      await valueOf(env.kubeconfig),
+    );
     expect(await typeChain(cluster.network)).toBe(
       "portable-lb:providers:AwsCluster$portable-lb:providers:AwsNetwork",
     );

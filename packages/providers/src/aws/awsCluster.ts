@@ -163,6 +163,8 @@ export class AwsCluster extends pulumi.ComponentResource {
 
     const server = pulumi.interpolate`https://${this.apiAddress}:${API_SERVER_PORT}`;
     this.environment = cloudEnvironment({
+      name,
+      parent: this,
       plan,
       kubeconfig: this.credentials.kubeconfig(server),
       cloudRoutes: { cloud: "aws", routeTableIds },

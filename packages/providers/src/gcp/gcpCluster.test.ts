@@ -4,17 +4,19 @@
 // script each machine runs, and what the environment hands PortableCluster.
 import * as pulumi from "@pulumi/pulumi";
 import { GCP_CLOUD_ROUTES_PERMISSIONS } from "@portable-lb/core";
-import { installMocks, secretValue, settled, typeChain, valueOf } from "../../../../test/unit/pulumiMocks.ts";
-import { GCP_API_IP, GCP_PROJECT, cloudOutputs } from "../__fixtures__/cloudMocks.ts";
+import { secretValue, settled, typeChain, valueOf } from "../../../../test/unit/pulumiMocks.ts";
+import { GCP_API_IP, GCP_PROJECT, installCloudMocks } from "../__fixtures__/cloudMocks.ts";
 import { testCredentialsScript } from "../bootstrap/__fixtures__/testCredentials.ts";
 import { CLUSTER_PORTS } from "../clusterPorts.ts";
+import { expectApiServerWait } from "../__fixtures__/apiServerWait.ts";
+import { ApiServerReady } from "../apiServer/apiServerReady.ts";
 import { gcpEnvironmentSchema } from "../gcpEnvironment.ts";
 import { GcpCluster } from "./gcpCluster.ts";
 
 const PROJECT = GCP_PROJECT;
 const API_IP = GCP_API_IP;
 
-const recorded = installMocks({ outputs: (type, _name, inputs) => cloudOutputs(type, inputs) });
+const recorded = installCloudMocks();
 
 const network = { nodeCidr: "10.10.0.0/24", podCidr: "10.244.0.0/16", serviceCidr: "10.96.0.0/16" };
 const environment = (extra: Record<string, unknown> = {}) =>
@@ -160,6 +162,13 @@ describe("GcpCluster (cloud-routes: no BGP peers)", () => {
     });
     expect(await pulumi.isSecret(env.kubeconfig)).toBe(true);
     expect(await valueOf(env.kubeconfig)).toContain(`server: https://${API_IP}:6443`);
+    // Its objects wait for the API server, which waits for every machine.
+    expect(env.dependsOn).toEqual([expect.any(ApiServerReady)]);
+    expectApiServerWait(
+      recorded,
+      instances().map((i) => `plb-${i.inputs.name}-id`),
+      await valueOf(env.kubeconfig),
+    );
     expect(await typeChain(cluster.firewall)).toBe(
       "portable-lb:providers:GcpCluster$portable-lb:providers:GcpFirewall",
     );

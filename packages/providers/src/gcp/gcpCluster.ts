@@ -131,6 +131,8 @@ export class GcpCluster extends pulumi.ComponentResource {
 
     const server = pulumi.interpolate`https://${this.apiAddress}:${API_SERVER_PORT}`;
     this.environment = cloudEnvironment({
+      name,
+      parent: this,
       plan,
       kubeconfig: this.credentials.kubeconfig(server),
       cloudRoutes: { cloud: "gcp", project: env.project, network: this.network.networkName },
