@@ -99,12 +99,8 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
   const pod = { object: `${o.namespace}/${o.identity}`, kind: "Pod" as const, uid: o.podUid };
   const choice = o.engine
     ? { engine: o.engine, reason: "given" }
-    : chooseEngine(
-        // DSR runs on the nftables engine (the config refuses dsr with engine ipvs).
-        o.config.dataPlane.mode === "dsr" ? "nftables" : o.config.dataPlane.engine,
-        await ipvsSupport(prefix),
-        prefix,
-      );
+    : // Either engine serves DSR: IPVS in tunnel mode (IPIP), nftables by VXLAN (dataplane/dsr/).
+      chooseEngine(o.config.dataPlane.engine, await ipvsSupport(prefix), prefix);
   const engine = choice.engine;
   metrics.dataPlaneEngine.set({ engine: engine.name, reason: choice.reason }, 1);
   o.log.info({ engine: engine.name, reason: choice.reason }, "data plane engine chosen");
