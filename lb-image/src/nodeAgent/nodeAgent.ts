@@ -234,6 +234,8 @@ function startDsr(
     commandPrefix: o.commandPrefix,
     netnsDir: dsr.netnsDir,
     procSysNet: dsr.procSysNet,
+    // IPVS-engine LBs tunnel in IPIP; nftables-engine ones in VXLAN only.
+    ipip: o.config.dataPlane.engine !== "nftables",
     log: o.log,
     registry,
   });
