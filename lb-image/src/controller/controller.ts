@@ -99,8 +99,16 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
   const pod = { object: `${o.namespace}/${o.identity}`, kind: "Pod" as const, uid: o.podUid };
   const choice = o.engine
     ? { engine: o.engine, reason: "given" }
-    : // Either engine serves DSR: IPVS in tunnel mode (IPIP), nftables by VXLAN (dataplane/dsr/).
-      chooseEngine(o.config.dataPlane.engine, await ipvsSupport(prefix), prefix);
+    : chooseEngine(
+        // Either engine serves DSR: IPVS in tunnel mode (IPIP) where forced, else nftables (VXLAN,
+        // dataplane/dsr/), which asks nothing of the backends' kernels; the node agent prepares
+        // IPIP decapsulation and NetworkPolicies are judged (dsrPolicy.ts) by the same rule.
+        o.config.dataPlane.mode === "dsr" && o.config.dataPlane.engine === "auto"
+          ? "nftables"
+          : o.config.dataPlane.engine,
+        await ipvsSupport(prefix),
+        prefix,
+      );
   const engine = choice.engine;
   metrics.dataPlaneEngine.set({ engine: engine.name, reason: choice.reason }, 1);
   o.log.info({ engine: engine.name, reason: choice.reason }, "data plane engine chosen");

@@ -234,8 +234,8 @@ function startDsr(
     commandPrefix: o.commandPrefix,
     netnsDir: dsr.netnsDir,
     procSysNet: dsr.procSysNet,
-    // IPVS-engine LBs tunnel in IPIP; nftables-engine ones in VXLAN only.
-    ipip: o.config.dataPlane.engine !== "nftables",
+    // LBs tunnel in IPIP where the IPVS engine is forced (DSR in auto runs on nftables: VXLAN).
+    ipip: o.config.dataPlane.engine === "ipvs",
     log: o.log,
     registry,
   });

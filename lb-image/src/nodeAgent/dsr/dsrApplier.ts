@@ -31,7 +31,7 @@ export interface DsrApplierOptions {
   netnsDir: string;
   /** A writable mount of the node's /proc/sys/net. */
   procSysNet: string;
-  /** LBs may tunnel in IPIP (dataPlane.engine is not nftables): pods get an IPIP device too. */
+  /** LBs tunnel in IPIP (dataPlane.engine ipvs): pods get an IPIP device too. */
   ipip?: boolean;
   log: Logger;
   registry: Registry;
