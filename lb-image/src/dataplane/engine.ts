@@ -177,7 +177,8 @@ export abstract class DiffEngine<T extends ServiceId, S = string> implements Dat
   inspect(mode: "quick" | "full"): Promise<Inspection> {
     // Beside writes, a large listing may restart again and again (nft starts over whenever the
     // ruleset changes under it): bounded, and the caller then reads in the single writer.
-    return this.inspectWithin(mode, Math.max(5_000, 3 * (this.lastFullReadMs ?? 0)));
+    // Whole milliseconds: child_process refuses a fractional timeout.
+    return this.inspectWithin(mode, Math.max(5_000, Math.ceil(3 * (this.lastFullReadMs ?? 0))));
   }
 
   private async inspectWithin(mode: "quick" | "full", timeoutMs?: number): Promise<Inspection> {
