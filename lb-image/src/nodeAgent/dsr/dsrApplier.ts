@@ -16,6 +16,7 @@
 import { existsSync } from "node:fs";
 import type { Logger } from "pino";
 import { Counter, Gauge, type Registry } from "prom-client";
+import { DSR_BACKEND_IPIP_DEVICE } from "../../dataplane/dsr/dsrTunnel.ts";
 import { CommandError, run, withPrefix } from "../../dataplane/exec.ts";
 import type { VirtualService } from "../../dataplane/model.ts";
 import { dsrPlan } from "./dsrPlan.ts";
@@ -199,18 +200,20 @@ export class DsrApplier {
     if (ip && state.podMtu === undefined) this.netns.forget(path); // the address moved on
     const ipip = this.ipip();
     const steps = podSteps(state, vips, ipip);
-    try {
-      for (const step of steps) await this.podStep(path, step);
-    } catch (err) {
-      if (!ipip || !(err instanceof CommandError && /Unknown device type/.test(err.stderr))) throw err;
-      this.ipipKernel = false;
-      this.metrics.ipip.set(0);
-      this.o.log.error(
-        { err: err.message },
-        "the kernel has no ipip: DSR backends on this node decapsulate VXLAN only, so LBs on the IPVS engine (tunnel mode, IPIP) cannot reach them; load the ipip module on this node, or set dataPlane.engine to nftables",
-      );
-      return this.applyPod(path, ip, vips);
-    }
+    for (const step of steps)
+      try {
+        await this.podStep(path, step);
+      } catch (err) {
+        const ipipAdd = "ip" in step && step.ip.join(" ").startsWith(`link add ${DSR_BACKEND_IPIP_DEVICE} `);
+        if (!ipipAdd || !(err instanceof CommandError && /Unknown device type/.test(err.stderr))) throw err;
+        this.ipipKernel = false;
+        this.metrics.ipip.set(0);
+        this.o.log.error(
+          { err: err.message },
+          "the kernel has no ipip: DSR backends on this node decapsulate VXLAN only, so LBs on the IPVS engine (tunnel mode, IPIP) cannot reach them; load the ipip module on this node, or set dataPlane.engine to nftables",
+        );
+        return this.applyPod(path, ip, vips);
+      }
     if (ipip && vips.length > 0) {
       this.ipipKernel = true;
       this.metrics.ipip.set(1);
