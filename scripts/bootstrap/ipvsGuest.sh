@@ -4,7 +4,7 @@
 # `apt-get download` and unpacked with `dpkg -x`. Sourced by bootstrap.sh.
 
 # Bump when the recipe below changes (init, modules, binaries), so every cache rebuilds the image once.
-IPVS_GUEST_REVISION=3
+IPVS_GUEST_REVISION=5
 # Userland for the guest; their libraries come from the same Debian archive (see ipvs_guest_libraries).
 IPVS_GUEST_TOOL_PACKAGES="busybox-static dash ipvsadm iproute2 nftables"
 # Dynamically linked programs copied in (paths inside the unpacked packages and the guest alike).
@@ -12,11 +12,12 @@ IPVS_GUEST_PROGRAMS="bin/dash sbin/ipvsadm bin/ip sbin/tc sbin/bridge usr/sbin/n
 # Modules to load at boot; their dependencies are added and ordered with modinfo. crc32c_generic is
 # named because libcrc32c only soft-depends on "crc32c", which nothing would otherwise provide.
 # e1000 drives the NIC QEMU's user networking gives a test that reaches the host's API server
-# (ipvsGuest.ts apiServerPort); the other tests boot with no NIC, where it stays unused.
+# (ipvsGuest.ts apiServerPort); the other tests boot with no NIC, where it stays unused. nft_fib_ipv4
+# serves the node agent's DSR table (`fib daddr type`), run in the guest by ipvsController.test.ts.
 IPVS_GUEST_MODULES="crc32c_generic veth dummy ipip e1000
   ip_vs ip_vs_rr ip_vs_wrr ip_vs_lc ip_vs_wlc ip_vs_sh ip_vs_dh ip_vs_mh ip_vs_sed ip_vs_nq
   ip_vs_fo ip_vs_ovf ip_vs_lblc ip_vs_lblcr
-  nf_nat nf_tables nft_chain_nat nft_nat nft_masq nft_ct nft_numgen nft_hash"
+  nf_nat nf_tables nft_chain_nat nft_nat nft_masq nft_ct nft_numgen nft_hash nft_fib_ipv4 vxlan"
 
 ipvs_guest_kernel_release() { printf '%s' "${IPVS_GUEST_KERNEL_PACKAGE#linux-image-}"; }
 ipvs_guest_version() { printf '%s-r%s' "$(ipvs_guest_kernel_release)" "$IPVS_GUEST_REVISION"; }

@@ -14,6 +14,7 @@ import { join } from "node:path";
 import { pino } from "pino";
 import { Registry } from "prom-client";
 import {
+  DSR_BACKEND_IPIP_DEVICE,
   DSR_BACKEND_MAC,
   DSR_BACKEND_DEVICE,
   DSR_UDP_PORT,
@@ -209,6 +210,25 @@ describe("DSR backend side in network namespaces", () => {
     expect(clamped).toBe(10);
     // Applied again: nothing to change.
     expect((await applier().apply([svc(VIP, [POD_A])], NODE)).changes).toBe(0);
+  });
+
+  it("on a kernel without ipip (this machine's), keeps VXLAN and says so once, for IPVS-engine LBs", async () => {
+    const lines: string[] = [];
+    const registry = new Registry();
+    const agent = backendNode!.applier(registry, {
+      ipip: true,
+      log: pino({ level: "warn" }, { write: (line: string) => void lines.push(line) }),
+    });
+    const report = await agent.apply([svc(VIP, [POD_A])], NODE);
+    expectClean(report);
+    expect(report.pods).toBe(1);
+    expect(await podState(podA)).toMatchObject({ device: { mtu: POD_MTU - 50 }, vips: [VIP] });
+    expect((await podA.exec("ip", ["link", "show", DSR_BACKEND_IPIP_DEVICE])).code).not.toBe(0);
+    expect(await registry.getSingleMetricAsString("portable_lb_dsr_ipip")).toMatch(/ 0$/);
+    // Learnt once: the next run neither tries again nor says it again, and the VIP still answers.
+    expect((await agent.apply([svc(VIP, [POD_A])], NODE)).changes).toBe(0);
+    expect(lines.filter((l) => l.includes("the kernel has no ipip"))).toHaveLength(1);
+    expect(await ask()).toMatchObject({ backend: VIP, client: CLIENT_IP });
   });
 
   it("repairs drift: the VIP off lo, the node's table deleted, rp_filter made strict again", async () => {

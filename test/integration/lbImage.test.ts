@@ -34,6 +34,7 @@ import { RuncContainer, type RuncContainerOptions } from "../harness/oci/runcCon
 import { repoRoot } from "../harness/repoRoot.ts";
 import { createLbService } from "../harness/lbServices.ts";
 import { testKubeConfig, testKubeconfig } from "../harness/testEnv.ts";
+import { CAP, capMask } from "../harness/capabilities.ts";
 
 const POD_IP = "10.244.1.10";
 const HOST_IP = "10.0.0.1";
@@ -131,13 +132,7 @@ function processStatus(pid: number): { uid: string; capEff: string; capBnd: stri
     noNewPrivs: field("NoNewPrivs"),
   };
 }
-const capMask = (...bits: number[]) =>
-  bits
-    .reduce((m, b) => m | (1n << BigInt(b)), 0n)
-    .toString(16)
-    .padStart(16, "0");
-const CAP_NET_BIND_SERVICE = 10;
-const CAP_NET_ADMIN = 12;
+const { NET_BIND_SERVICE: CAP_NET_BIND_SERVICE, NET_ADMIN: CAP_NET_ADMIN } = CAP;
 
 beforeAll(async () => {
   built = builtImage();

@@ -100,8 +100,12 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
   const choice = o.engine
     ? { engine: o.engine, reason: "given" }
     : chooseEngine(
-        // DSR runs on the nftables engine (the config refuses dsr with engine ipvs).
-        o.config.dataPlane.mode === "dsr" ? "nftables" : o.config.dataPlane.engine,
+        // Either engine serves DSR: IPVS in tunnel mode (IPIP) where forced, else nftables (VXLAN,
+        // dataplane/dsr/), which asks nothing of the backends' kernels; the node agent prepares
+        // IPIP decapsulation and NetworkPolicies are judged (dsrPolicy.ts) by the same rule.
+        o.config.dataPlane.mode === "dsr" && o.config.dataPlane.engine === "auto"
+          ? "nftables"
+          : o.config.dataPlane.engine,
         await ipvsSupport(prefix),
         prefix,
       );

@@ -1,5 +1,6 @@
 import type { V1EndpointSlice, V1NetworkPolicy, V1Service } from "@kubernetes/client-node";
 import { desiredState, type DesiredStateCache } from "./desiredState.ts";
+import type { LbPeers } from "./dsrPolicy.ts";
 import { CLASS, lbService, slice } from "./testing/k8sObjects.ts";
 
 const run = (
@@ -62,25 +63,26 @@ describe("desiredState", () => {
   });
 
   it("serves a DSR port by SNAT while a NetworkPolicy keeps the tunnel from its backends, and says how to fix it", () => {
-    const lb = {
+    const lb: LbPeers = {
       namespace: "lb-system",
       podLabels: { app: "portable-lb-controller" },
       podSelector: { app: "portable-lb-controller" },
       podCidr: "10.244.0.0/16",
+      tunnel: "vxlan",
     };
     const web = lbService("web", { vips: ["10.1.1.10"], uid: "u1", selector: { app: "web" } });
     const deny: V1NetworkPolicy = {
       metadata: { name: "web-ingress", namespace: "default" },
       spec: { podSelector: { matchLabels: { app: "web" } }, policyTypes: ["Ingress"], ingress: [] },
     };
-    const state = (policies: V1NetworkPolicy[], forwarding: "dsr" | "snat" = "dsr") =>
+    const state = (policies: V1NetworkPolicy[], forwarding: "dsr" | "snat" = "dsr", peers = lb) =>
       desiredState({
         services: [web],
         slices: [slice("web", [{ ip: "10.244.1.5" }], { port: 80 })],
         loadBalancerClass: CLASS,
         scheduler: "mh",
         forwarding,
-        networkPolicies: { policies, lb },
+        networkPolicies: { policies, lb: peers },
       });
     const blocked = state([deny]);
     expect(blocked.services.map((s) => s.forwarding)).toEqual(["snat"]);
@@ -107,6 +109,15 @@ describe("desiredState", () => {
       },
     };
     expect(state([fixed])).toMatchObject({ services: [{ forwarding: "dsr" }], skipped: [] });
+    // IPVS tunnel mode sends IPIP, which that rule's port cannot admit: the Event says which rule can.
+    const ipip = state([fixed], "dsr", { ...lb, tunnel: "ipip" });
+    expect(ipip.services.map((s) => s.forwarding)).toEqual(["snat"]);
+    expect(ipip.skipped[0]!.message).toContain(
+      "allows no IPIP (IP protocol 4, IPVS tunnel mode: only a rule without ports admits it) (the DSR tunnel) from the LB pods",
+    );
+    expect(ipip.skipped[0]!.message).toContain(
+      '"podSelector":{"matchLabels":{"app":"portable-lb-controller"}}}]}',
+    );
     // SNAT never looks at policies.
     expect(state([deny], "snat")).toMatchObject({ services: [{ forwarding: "snat" }], skipped: [] });
   });

@@ -10,8 +10,7 @@ import {
 import { sameItems } from "../common/sameItems.ts";
 import type { Backend, Forwarding, Scheduler, VirtualService } from "../dataplane/model.ts";
 import type { HealthTarget } from "../health/healthState.ts";
-import { DSR_UDP_PORT } from "../dataplane/dsr/dsrTunnel.ts";
-import { policiesBlockingDsr, tunnelRule, type LbPeers } from "./dsrPolicy.ts";
+import { policiesBlockingDsr, tunnelName, tunnelRule, type LbPeers } from "./dsrPolicy.ts";
 
 export interface DesiredStateInput {
   services: V1Service[];
@@ -216,7 +215,7 @@ function forwardingOf(
     ...refOf(svc),
     kind: "Service",
     reason: DSR_FALLBACK_REASONS[1],
-    message: `port ${port.name ?? port.port}: NetworkPolicy ${blocking.policies.join(", ")} selects its backends and allows no UDP ${DSR_UDP_PORT} (the DSR tunnel) from the LB pods, so direct server return would drop its traffic; ${snat}. To have it served by DSR, add this ingress rule to ${blocking.policies.length > 1 ? "one of them" : "it"}: ${JSON.stringify(tunnelRule(blocking.lb))}`,
+    message: `port ${port.name ?? port.port}: NetworkPolicy ${blocking.policies.join(", ")} selects its backends and allows no ${tunnelName(blocking.lb)} (the DSR tunnel) from the LB pods, so direct server return would drop its traffic; ${snat}. To have it served by DSR, add this ingress rule to ${blocking.policies.length > 1 ? "one of them" : "it"}: ${JSON.stringify(tunnelRule(blocking.lb))}`,
   });
   return "snat";
 }

@@ -13,6 +13,7 @@ const LB: LbPeers = {
   podLabels: { app: "portable-lb-controller", "app.kubernetes.io/part-of": "portable-lb" },
   podSelector: { app: "portable-lb-controller" },
   podCidr: "10.244.0.0/16",
+  tunnel: "vxlan",
 };
 
 const svc = (selector?: Record<string, string>, ns = "shop"): V1Service => ({
@@ -124,6 +125,19 @@ describe("policiesBlockingDsr", () => {
     expect(policiesBlockingDsr(web, [deny, otherPort], LB)).toEqual(["shop/allow-4790", "shop/deny"]);
     const allPorts = policy("from-lb", { ingress: [{ _from: [fromLbNamespace] }] });
     expect(policiesBlockingDsr(web, [allPorts], LB)).toEqual([]);
+  });
+
+  it("admits IPVS's IPIP tunnel only by a rule without ports (a policy cannot name IP protocol 4)", () => {
+    const ipip: LbPeers = { ...LB, tunnel: "ipip" };
+    const deny = policy("deny", { policyTypes: ["Ingress"] });
+    const vxlanRule = tunnelRule(LB);
+    const ipipRule = tunnelRule(ipip);
+    expect(ipipRule).toEqual({ from: vxlanRule.from });
+    const vxlanOnly = policy("allow-vxlan", { ingress: [{ _from: vxlanRule.from, ports: vxlanRule.ports }] });
+    expect(policiesBlockingDsr(web, [deny, vxlanOnly], ipip)).toEqual(["shop/allow-vxlan", "shop/deny"]);
+    expect(policiesBlockingDsr(web, [deny, vxlanOnly], LB)).toEqual([]);
+    const allPorts = policy("from-lb", { ingress: [{ _from: ipipRule.from }] });
+    expect(policiesBlockingDsr(web, [deny, allPorts], ipip)).toEqual([]);
   });
 
   it("requires the rule's port and its peer to admit the tunnel in the same rule", () => {

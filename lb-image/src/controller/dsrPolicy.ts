@@ -1,7 +1,9 @@
 // Whether NetworkPolicies let direct server return reach a Service's backends. The LB pods hand
-// each packet to a backend pod in VXLAN (UDP 4789, from the LB pod's address); a policy that
-// selects the backends for Ingress and allows no such packet makes the backend drop every DSR flow
-// without a trace (where the CNI enforces policies: Calico, Cilium, kube-router; flannel does not).
+// each packet to a backend pod in VXLAN (UDP 4789, the nftables engine) or in IPIP (IP protocol 4,
+// IPVS tunnel mode), from the LB pod's address; a policy that selects the backends for Ingress and
+// allows no such packet makes the backend drop every DSR flow without a trace (where the CNI
+// enforces policies: Calico, Cilium, kube-router; flannel does not). A policy's ports can name
+// only TCP, UDP and SCTP: only a rule without ports admits IPIP.
 // Pure: the controller and the node agent decide alike from the same objects.
 import type {
   V1LabelSelector,
@@ -33,11 +35,27 @@ export interface LbPeers {
   podSelector: Readonly<Record<string, string>>;
   /** The pod network the LB pods' addresses come from. */
   podCidr: string;
+  /** The tunnel they send: VXLAN (nftables engine) or IPIP (IPVS tunnel mode). */
+  tunnel: "vxlan" | "ipip";
 }
 
 /** The LB pods of `namespace` under `config`: what the controller and the node agent both use. */
 export function lbPeers(config: LbConfig, namespace: string): LbPeers {
-  return { namespace, podLabels: LB_POD_LABELS, podSelector: { app: LB_APP_LABEL }, podCidr: config.podCidr };
+  return {
+    namespace,
+    podLabels: LB_POD_LABELS,
+    podSelector: { app: LB_APP_LABEL },
+    podCidr: config.podCidr,
+    // DSR runs on IPVS only where the engine is forced (controller.ts): `auto` picks nftables.
+    tunnel: config.dataPlane.engine === "ipvs" ? "ipip" : "vxlan",
+  };
+}
+
+/** The tunnel as an Event names it. */
+export function tunnelName(lb: LbPeers): string {
+  return lb.tunnel === "ipip"
+    ? "IPIP (IP protocol 4, IPVS tunnel mode: only a rule without ports admits it)"
+    : `UDP ${DSR_UDP_PORT}`;
 }
 
 type Labels = Readonly<Record<string, string>>;
@@ -85,9 +103,13 @@ function restrictsBackends(policy: V1NetworkPolicy, svc: V1Service): boolean {
   return selects(policy.spec?.podSelector ?? {}, svc.spec?.selector ?? {}, false) !== false;
 }
 
-/** The ports allow the tunnel: none listed (all), or UDP with 4789 in port..endPort (no port: all). */
-function portsAllowTunnel(ports: V1NetworkPolicyPort[] | undefined): boolean {
+/**
+ * The ports allow the tunnel: none listed (all protocols), or for VXLAN UDP with 4789 in
+ * port..endPort (no port: all).
+ */
+function portsAllowTunnel(ports: V1NetworkPolicyPort[] | undefined, lb: LbPeers): boolean {
   if (!ports || ports.length === 0) return true;
+  if (lb.tunnel === "ipip") return false;
   return ports.some((p) => {
     if ((p.protocol ?? "TCP") !== "UDP") return false;
     if (p.port === undefined) return true;
@@ -122,7 +144,7 @@ function allowsTunnel(policy: V1NetworkPolicy, lb: LbPeers): boolean {
   const namespace = policy.metadata?.namespace ?? "";
   return (policy.spec?.ingress ?? []).some(
     (rule) =>
-      portsAllowTunnel(rule.ports) &&
+      portsAllowTunnel(rule.ports, lb) &&
       (!rule._from || rule._from.length === 0 || rule._from.some((peer) => peerIsLb(peer, namespace, lb))),
   );
 }
@@ -150,6 +172,6 @@ export function tunnelRule(lb: LbPeers) {
         podSelector: { matchLabels: lb.podSelector },
       },
     ],
-    ports: [{ protocol: "UDP", port: DSR_UDP_PORT }],
+    ...(lb.tunnel === "vxlan" && { ports: [{ protocol: "UDP", port: DSR_UDP_PORT }] }),
   };
 }

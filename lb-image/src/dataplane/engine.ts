@@ -177,7 +177,8 @@ export abstract class DiffEngine<T extends ServiceId, S = string> implements Dat
   inspect(mode: "quick" | "full"): Promise<Inspection> {
     // Beside writes, a large listing may restart again and again (nft starts over whenever the
     // ruleset changes under it): bounded, and the caller then reads in the single writer.
-    return this.inspectWithin(mode, Math.max(5_000, 3 * (this.lastFullReadMs ?? 0)));
+    // Whole milliseconds: child_process refuses a fractional timeout.
+    return this.inspectWithin(mode, Math.max(5_000, Math.ceil(3 * (this.lastFullReadMs ?? 0))));
   }
 
   private async inspectWithin(mode: "quick" | "full", timeoutMs?: number): Promise<Inspection> {
@@ -207,6 +208,11 @@ export abstract class DiffEngine<T extends ServiceId, S = string> implements Dat
       throw new Error("repair() takes an inspection this engine made");
     const i = inspection as EngineInspection<T>;
     const started = performance.now() - i.durationMs;
+    // A read beside a write may see some of the engine's tools before it and some after (IPVS's
+    // `-Sn` and its nft table are two reads): drift it cannot pin on a service written meanwhile
+    // is judged again by a read in the writer, not rebuilt on.
+    if (i.found && this.generation !== i.generation && i.found.drift.some((d) => d.subject === undefined))
+      return this.repairFrom(await this.timedRead(), this.generation, started);
     if (i.found) return this.repairFrom(i.found, i.generation, started);
     const moved = this.generation !== i.generation;
     if (i.drift.length > 0 && !moved)

@@ -234,6 +234,8 @@ function startDsr(
     commandPrefix: o.commandPrefix,
     netnsDir: dsr.netnsDir,
     procSysNet: dsr.procSysNet,
+    // LBs tunnel in IPIP where the IPVS engine is forced (DSR in auto runs on nftables: VXLAN).
+    ipip: o.config.dataPlane.engine === "ipvs",
     log: o.log,
     registry,
   });

@@ -6,7 +6,7 @@
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { pino } from "pino";
+import { pino, type Logger } from "pino";
 import { Registry } from "prom-client";
 import { DsrApplier } from "../../../lb-image/src/nodeAgent/dsr/dsrApplier.ts";
 import type { LabNamespace } from "@portable-lb/lab";
@@ -75,14 +75,15 @@ export class DsrBackendNode {
     ];
   }
 
-  /** A new applier, as a (re)started node agent makes it. */
-  applier(registry = new Registry()): DsrApplier {
+  /** A new applier, as a (re)started node agent makes it (`ipip`: for IPVS-engine LBs too). */
+  applier(registry = new Registry(), o: { ipip?: boolean; log?: Logger } = {}): DsrApplier {
     return new DsrApplier({
       commandPrefix: this.agentPrefix(),
       netnsDir: this.netnsDir,
       procSysNet: "/proc/sys/net",
-      log: pino({ level: "warn" }),
+      log: o.log ?? pino({ level: "warn" }),
       registry,
+      ...(o.ipip !== undefined && { ipip: o.ipip }),
     });
   }
 

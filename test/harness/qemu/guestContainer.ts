@@ -16,6 +16,11 @@ import { shellQuote as quote } from "./guestTopology.ts";
 /** Where setpriv is in the guest; pass GUEST_SETPRIV_PROGRAM to guestNodeEntries' programs. */
 export const GUEST_SETPRIV = "/usr/local/sbin/setpriv";
 export const GUEST_SETPRIV_PROGRAM = { [GUEST_SETPRIV]: "/usr/bin/setpriv" };
+/**
+ * util-linux's nsenter, as the LB image has it, first on the image's PATH: the node agent enters pod
+ * namespaces with it, and busybox's would run its own `ip` applet there (no `-j`), not iproute2's.
+ */
+export const GUEST_NSENTER_PROGRAM = { "/usr/local/sbin/nsenter": "/usr/bin/nsenter" };
 
 export interface GuestContainerOptions {
   /** The rendered pod spec, as the manifest carries it. */

@@ -32,6 +32,11 @@ export interface IpvsGuestRun {
    * guest has no network device at all.
    */
   apiServerPort?: number;
+  /**
+   * How many NICs reach it (GUEST_API.nic, then eth1, ...), one per guest namespace that watches
+   * the API server (each of QEMU's user networks is its own, with its own forward); default 1.
+   */
+  apiLinks?: number;
   /** Called with each line the guest prints, as it comes (the test's script can ask for steps). */
   onLine?: (line: string) => void;
 }
@@ -108,7 +113,9 @@ export async function runInIpvsGuest(opts: IpvsGuestRun): Promise<IpvsGuestResul
     );
     const args = [
       ...["-accel", "tcg", "-cpu", "max", "-smp", "1", "-m", String(opts.memoryMib ?? 512)],
-      ...["-nic", opts.apiServerPort === undefined ? "none" : apiForward(opts.apiServerPort)],
+      ...(opts.apiServerPort === undefined
+        ? ["-nic", "none"]
+        : Array.from({ length: opts.apiLinks ?? 1 }, () => ["-nic", apiForward(opts.apiServerPort!)]).flat()),
       ...["-nographic", "-no-reboot", "-kernel", image.kernel, "-initrd", initrd],
       // quiet + panic=-1: a failing /init ends QEMU at once instead of hanging; mitigations=off
       // spares emulated page-table switches on every syscall, which cost real time under TCG.

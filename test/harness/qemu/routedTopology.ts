@@ -11,7 +11,8 @@
 // rp_filter off (decapsulated packets arrive on tunl0 from clients routed elsewhere), and
 // arp_ignore/arp_announce so only the lb is asked for it. Each page names its backend's address;
 // /cgi-bin/echo answers "got LINE from ADDRESS" for the first line of a POST body, so a client can
-// send after a change and see who kept its connection.
+// send after a change and see who kept its connection; /cgi-bin/client answers "CLIENT at ADDRESS",
+// the address the request came from as the backend saw it.
 import { GUEST_PATHS } from "./guestPaths.ts";
 import { awaitHttp, backendPage, linkedHost, topologyScript } from "./guestTopology.ts";
 
@@ -20,6 +21,11 @@ export interface RoutedTopologyOptions {
   backends: number;
   /** How many load balancers (lb1..lbM); 1 to 9. */
   lbs: number;
+  /**
+   * Prepare the backends for tunnel mode here (default), or leave that to the node agent under
+   * test ("agent": no decap device up, no VIP on `lo`, rp_filter as the kernel has it).
+   */
+  dsrBackends?: "prepared" | "agent";
 }
 
 export interface RoutedTopology {
@@ -75,13 +81,18 @@ export function routedTopology(opts: RoutedTopologyOptions): RoutedTopology {
       const backendIp = backendIps[i]!;
       return [
         ...linked(ns, backendIp),
-        `${ip} -n ${ns} link set tunl0 up`,
-        `${ip} -n ${ns} addr add ${dsrVip}/32 dev lo`,
-        `${ip} netns exec ${ns} sysctl -q -w net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.tunl0.rp_filter=0 net.ipv4.conf.all.arp_ignore=1 net.ipv4.conf.all.arp_announce=2`,
+        ...(opts.dsrBackends === "agent"
+          ? []
+          : [
+              `${ip} -n ${ns} link set tunl0 up`,
+              `${ip} -n ${ns} addr add ${dsrVip}/32 dev lo`,
+              `${ip} netns exec ${ns} sysctl -q -w net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.tunl0.rp_filter=0 net.ipv4.conf.all.arp_ignore=1 net.ipv4.conf.all.arp_announce=2`,
+            ]),
         `mkdir -p /srv/${ns}/cgi-bin`,
         `echo '${backendPage(backendIp)}' >/srv/${ns}/index.html`,
         `printf '#!/bin/sh\\necho "Content-Type: text/plain"\\necho\\nread -r line\\necho "got $line from ${backendIp}"\\n' >/srv/${ns}/cgi-bin/echo`,
-        `chmod 755 /srv/${ns}/cgi-bin/echo`,
+        `printf '#!/bin/sh\\necho "Content-Type: text/plain"\\necho\\necho "$REMOTE_ADDR at ${backendIp}"\\n' >/srv/${ns}/cgi-bin/client`,
+        `chmod 755 /srv/${ns}/cgi-bin/echo /srv/${ns}/cgi-bin/client`,
         `${ip} netns exec ${ns} httpd -p ${port} -h /srv/${ns}`,
       ];
     }),

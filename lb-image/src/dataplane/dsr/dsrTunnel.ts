@@ -8,8 +8,8 @@
 //                answers from the VIP, straight to the client through its node, never via the LB.
 //
 // Lightweight-tunnel encapsulation over a metadata ("external") VXLAN device needs no per-backend
-// device, and this kernel has neither ipip nor GUE (MACHINE-FACTS); where IPVS exists its tunnel
-// mode does the LB half instead.
+// device, and this kernel has neither ipip nor GUE (MACHINE-FACTS). Where IPVS exists its tunnel
+// mode does the LB half instead, in IPIP: the backend pod then decapsulates on an IPIP device.
 
 // Each end's VXLAN device has a name of its own: a node agent that adopts what an earlier run left
 // in the pod namespaces of its node must never take an LB pod's device for a backend's.
@@ -17,6 +17,11 @@
 export const DSR_LB_DEVICE = "plb-dsr";
 /** The backend pod's decapsulating VXLAN device. */
 export const DSR_BACKEND_DEVICE = "plb-dsr-rx";
+/**
+ * The backend pod's decapsulating IPIP device, for LBs on the IPVS engine (tunnel mode sends IPIP to
+ * the backend pod's address): a metadata ("external") device takes every IPIP packet to the pod.
+ */
+export const DSR_BACKEND_IPIP_DEVICE = "plb-dsr-ipip";
 /** UDP port of the tunnel, in the pods' own network namespaces (IANA's VXLAN port). */
 export const DSR_UDP_PORT = 4789;
 /** Any VNI works on a metadata device; a fixed one keeps captures readable ("plb"). */

@@ -145,6 +145,31 @@ describe("IPVS engine (pure)", () => {
     ]);
   });
 
+  it("tunnels DSR services in IPIP (-i), and moves a service between NAT and tunnel mode in place", () => {
+    const web = (forwarding: "snat" | "dsr") =>
+      toIpvs([
+        {
+          vip: "10.1.1.1",
+          port: 80,
+          protocol: "tcp",
+          scheduler: "mh",
+          forwarding,
+          backends: ["10.244.2.5", "10.244.1.5"].map((ip) => ({ ip, port: 80, weight: 1 })),
+        },
+      ]);
+    // Servers in canonical order, so every LB's mh table is the same.
+    expect(ipvsDiff([], web("dsr"))).toEqual([
+      "-A -t 10.1.1.1:80 -s mh -b mh-fallback,mh-port",
+      "-a -t 10.1.1.1:80 -r 10.244.1.5:80 -i -w 1",
+      "-a -t 10.1.1.1:80 -r 10.244.2.5:80 -i -w 1",
+    ]);
+    // Edited, not re-added: the order stays, and IPVS keeps the service's connections.
+    expect(ipvsDiff(web("snat"), web("dsr"))).toEqual([
+      "-e -t 10.1.1.1:80 -r 10.244.1.5:80 -i -w 1",
+      "-e -t 10.1.1.1:80 -r 10.244.2.5:80 -i -w 1",
+    ]);
+  });
+
   it("edits in place: a weight change is one -e, a scheduler change one -E", () => {
     const base = toIpvs([
       {

@@ -5,6 +5,11 @@
 // that come after it are deleted and added again behind it, in the same batch. A deleted server
 // with connections waits in IPVS's trash and the same server added back is taken from there, so
 // its established connections keep their backend (the guest test checks this).
+// So every LB's kernel list is the canonical order whatever its history, and for DSR (tunnel mode)
+// every LB's Maglev table picks the same backend for a flow. A set change still remaps some new
+// flows (mh's own disruption, ~1/N per server added or removed); established ones stay pinned by
+// IPVS's connection table, the per-LB flow table, on the LB that holds them. A flow ECMP moves to
+// another LB after such a change is re-hashed there and may land on another backend (reset).
 import { backendKey, compareKeys, serviceKey } from "../model.ts";
 import { serverSpec, serviceAddress, serviceSpec } from "./ipvsadmSave.ts";
 import type { IpvsServer, IpvsService } from "./ipvsState.ts";

@@ -102,6 +102,22 @@ describe("IpvsEngine masquerading (NAT mode) and tunnelling (DSR)", () => {
     expect(engine.writes.slice(written).map((w) => w.tool)).toEqual(["nft", "nft"]);
   });
 
+  it("judges again, never rebuilds on, a read that saw an apply half done (its table, not IPVS)", async () => {
+    const engine = new SimulatedIpvsEngine();
+    await engine.apply([]);
+    // The read lands between an apply's two writes: the table already masquerades the new service,
+    // IPVS does not serve it yet (seen in the QEMU guest: the two are read side by side).
+    engine.table = new Set(["tcp:10.1.1.1:80"]);
+    const inspection = await engine.inspect("full");
+    expect(inspection.drift).toEqual([expect.objectContaining({ kind: "foreign", rebuild: true })]);
+    engine.table = undefined;
+    await engine.apply([svc(80, "snat")]);
+    const written = engine.writes.length;
+    expect(await engine.repair(inspection)).toMatchObject({ drift: [], rebuilt: false, repaired: 0 });
+    expect(engine.writes).toHaveLength(written);
+    expect([...engine.verified()]).toEqual(["tcp:10.1.1.1:80"]);
+  });
+
   it("refuses a DSR service whose backends listen on another port (IPVS tunnels keep the port)", async () => {
     const engine = new SimulatedIpvsEngine();
     await expect(

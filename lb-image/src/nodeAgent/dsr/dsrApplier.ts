@@ -8,15 +8,21 @@
 // a writable mount of the node's /proc/sys/net (a container's own /proc/sys is read-only); net
 // sysctls belong to the namespace of the process that opens them, so after nsenter the same path
 // is the pod's.
+//
+// Where LBs may run the IPVS engine (its tunnel mode sends IPIP), each pod also gets an IPIP device.
+// Whether the kernel has ipip is learnt from the first attempt (creating the device loads the module
+// where there is one): without it the pods keep VXLAN only, and the agent says so once (log and
+// metric), since IPVS-engine LBs cannot reach this node's backends.
 import { existsSync } from "node:fs";
 import type { Logger } from "pino";
 import { Counter, Gauge, type Registry } from "prom-client";
+import { DSR_BACKEND_IPIP_DEVICE } from "../../dataplane/dsr/dsrTunnel.ts";
 import { CommandError, run, withPrefix } from "../../dataplane/exec.ts";
 import type { VirtualService } from "../../dataplane/model.ts";
 import { dsrPlan } from "./dsrPlan.ts";
 import { DSR_NODE_TABLE, desiredNodeTable, nodeTableChange, parseNodeTable } from "./nodeDsrTable.ts";
 import { LOOSE, allInterfaces, routeDevice, strictInterfaces } from "./nodeRpFilter.ts";
-import { parsePodState, podAddresses, podSteps, type PodStep } from "./podDsrState.ts";
+import { parsePodState, podAddresses, podSteps, type PodDsrState, type PodStep } from "./podDsrState.ts";
 import { PodNetns } from "./podNetns.ts";
 
 export interface DsrApplierOptions {
@@ -26,6 +32,8 @@ export interface DsrApplierOptions {
   netnsDir: string;
   /** A writable mount of the node's /proc/sys/net. */
   procSysNet: string;
+  /** LBs tunnel in IPIP (dataPlane.engine ipvs): pods get an IPIP device too. */
+  ipip?: boolean;
   log: Logger;
   registry: Registry;
 }
@@ -69,6 +77,11 @@ function dsrMetrics(registry: Registry) {
       help: "Backend pods whose DSR state could not be applied (see the log)",
       registers: [registry],
     }),
+    ipip: new Gauge({
+      name: "portable_lb_dsr_ipip",
+      help: "1 while this node's DSR backend pods decapsulate IPIP (for IPVS-engine LBs); 0 where the kernel has no ipip or it is not wanted",
+      registers: [registry],
+    }),
     hostNetwork: new Gauge({
       name: "portable_lb_dsr_host_network_backends",
       help: "DSR backends on this node's own network (host-network pods): not served by DSR",
@@ -87,6 +100,8 @@ export class DsrApplier {
   /** Namespaces holding our state, with their pod's MTU (the node's MSS clamp follows the smallest). */
   private readonly owned = new Map<string, number | undefined>();
   private adopted = false;
+  /** The kernel has ipip: unknown until a device was made or refused. */
+  private ipipKernel: boolean | undefined;
   private hostNetworkSeen = "";
 
   constructor(o: DsrApplierOptions) {
@@ -94,6 +109,12 @@ export class DsrApplier {
     this.prefix = o.commandPrefix ?? [];
     this.metrics = dsrMetrics(o.registry);
     this.netns = new PodNetns(o.netnsDir, (path, args) => this.ipIn(path, args));
+    this.metrics.ipip.set(0);
+  }
+
+  /** Whether pods get the IPIP device now. */
+  private ipip(): boolean {
+    return (this.o.ipip ?? false) && this.ipipKernel !== false;
   }
 
   private node(tool: string, args: string[], input?: string): Promise<string> {
@@ -116,7 +137,7 @@ export class DsrApplier {
     if (!this.adopted) {
       for (const path of await this.netns.all()) {
         const s = await this.readPod(path, "").catch(() => undefined);
-        if (s && (s.device || s.vips.length > 0)) this.owned.set(path, undefined);
+        if (s && (s.device || s.ipip || s.vips.length > 0)) this.owned.set(path, undefined);
       }
       this.adopted = true;
     }
@@ -137,10 +158,7 @@ export class DsrApplier {
     let changes = 0;
     for (const [path, { ip, vips }] of targets) {
       try {
-        const state = await this.readPod(path, ip ?? "");
-        if (ip && state.podMtu === undefined) this.netns.forget(path); // the address moved on
-        const steps = podSteps(state, vips);
-        for (const step of steps) await this.podStep(path, step);
+        const { state, steps } = await this.applyPod(path, ip, vips);
         changes += steps.length;
         if (vips.length > 0) this.owned.set(path, state.podMtu);
         else this.owned.delete(path);
@@ -170,6 +188,37 @@ export class DsrApplier {
     this.metrics.pods.set(prepared.length);
     this.metrics.vips.set(plan.vips.length);
     return { pods: prepared.length, vips: plan.vips, changes, failures, hostNetwork: plan.hostNetwork };
+  }
+
+  /** Reads one pod's state and applies its steps; without ipip once the kernel turns out to lack it. */
+  private async applyPod(
+    path: string,
+    ip: string | undefined,
+    vips: string[],
+  ): Promise<{ state: PodDsrState; steps: PodStep[] }> {
+    const state = await this.readPod(path, ip ?? "");
+    if (ip && state.podMtu === undefined) this.netns.forget(path); // the address moved on
+    const ipip = this.ipip();
+    const steps = podSteps(state, vips, ipip);
+    for (const step of steps)
+      try {
+        await this.podStep(path, step);
+      } catch (err) {
+        const ipipAdd = "ip" in step && step.ip.join(" ").startsWith(`link add ${DSR_BACKEND_IPIP_DEVICE} `);
+        if (!ipipAdd || !(err instanceof CommandError && /Unknown device type/.test(err.stderr))) throw err;
+        this.ipipKernel = false;
+        this.metrics.ipip.set(0);
+        this.o.log.error(
+          { err: err.message },
+          "the kernel has no ipip: DSR backends on this node decapsulate VXLAN only, so LBs on the IPVS engine (tunnel mode, IPIP) cannot reach them; load the ipip module on this node, or set dataPlane.engine to nftables",
+        );
+        return this.applyPod(path, ip, vips);
+      }
+    if (ipip && vips.length > 0) {
+      this.ipipKernel = true;
+      this.metrics.ipip.set(1);
+    }
+    return { state, steps };
   }
 
   private async readPod(path: string, podIp: string) {

@@ -1,5 +1,9 @@
 import fc from "fast-check";
-import { DSR_BACKEND_MAC, DSR_BACKEND_DEVICE } from "../../dataplane/dsr/dsrTunnel.ts";
+import {
+  DSR_BACKEND_IPIP_DEVICE,
+  DSR_BACKEND_MAC,
+  DSR_BACKEND_DEVICE,
+} from "../../dataplane/dsr/dsrTunnel.ts";
 import {
   LO_LABEL,
   parsePodState,
@@ -95,6 +99,45 @@ describe("pod DSR state", () => {
     );
   });
 
+  it("adds the IPIP device beside VXLAN where LBs tunnel in IPIP, reads it back, and removes it", () => {
+    const s = parsePodState(addr, netconf("off", "off"), "10.244.1.5");
+    const ipipUp = { ip: `link set ${DSR_BACKEND_IPIP_DEVICE} up`.split(" ") };
+    expect(podSteps(s, ["10.1.1.10"], true)).toEqual([
+      { ip: `link add ${DSR_BACKEND_IPIP_DEVICE} type ipip external`.split(" ") },
+      ipipUp,
+      { rpFilter: DSR_BACKEND_IPIP_DEVICE, value: 0 },
+    ]);
+    const ipip = (external: boolean, flags = ["UP"]) =>
+      link(DSR_BACKEND_IPIP_DEVICE, { flags, linkinfo: { info_kind: "ipip", info_data: { external } } });
+    const withIpip = (device: object, rp = "off") =>
+      parsePodState(
+        JSON.stringify([...(JSON.parse(addr) as object[]), device]),
+        JSON.stringify([
+          ...(JSON.parse(netconf("off", "off")) as object[]),
+          { interface: DSR_BACKEND_IPIP_DEVICE, rp_filter: rp },
+        ]),
+        "10.244.1.5",
+      );
+    expect(withIpip(ipip(true)).ipip).toEqual({ contract: true, up: true, rpFilter: 0 });
+    expect(podSteps(withIpip(ipip(true)), ["10.1.1.10"], true)).toEqual([]);
+    // Down, or strict: only that is fixed. A device that is not external is made again.
+    expect(podSteps(withIpip(ipip(true, []), "strict"), ["10.1.1.10"], true)).toEqual([
+      ipipUp,
+      { rpFilter: DSR_BACKEND_IPIP_DEVICE, value: 0 },
+    ]);
+    expect(podSteps(withIpip(ipip(false)), ["10.1.1.10"], true).slice(0, 2)).toEqual([
+      { ip: ["link", "del", DSR_BACKEND_IPIP_DEVICE] },
+      { ip: `link add ${DSR_BACKEND_IPIP_DEVICE} type ipip external`.split(" ") },
+    ]);
+    // Not wanted (nftables LBs only, or a kernel without ipip), or the pod no longer a backend: gone.
+    expect(podSteps(withIpip(ipip(true)), ["10.1.1.10"], false)).toEqual([
+      { ip: ["link", "del", DSR_BACKEND_IPIP_DEVICE] },
+    ]);
+    expect(podSteps(withIpip(ipip(true)), [], true).at(-1)).toEqual({
+      ip: ["link", "del", DSR_BACKEND_IPIP_DEVICE],
+    });
+  });
+
   it("converges from any state in one pass, and a second pass changes nothing (property)", () => {
     const vip = fc.constantFrom("10.1.1.1", "10.1.1.2", "10.1.1.3");
     const state: fc.Arbitrary<PodDsrState> = fc
@@ -110,15 +153,22 @@ describe("pod DSR state", () => {
           }),
           { nil: undefined },
         ),
+        ipip: fc.option(
+          fc.record({ contract: fc.boolean(), up: fc.boolean(), rpFilter: fc.constantFrom(0, 1, 2) }),
+          { nil: undefined },
+        ),
         vips: fc.uniqueArray(vip).map((v) => v.sort()),
         otherLo: fc.constant<string[]>(["127.0.0.1"]),
         rpFilter: fc.record({ all: fc.constantFrom(0, 1, 2), device: fc.constantFrom(0, 1, 2) }),
       })
       .map((s) => ({ ...s, rpFilter: { ...s.rpFilter, device: s.device ? s.rpFilter.device : undefined } }));
     fc.assert(
-      fc.property(state, fc.uniqueArray(vip), (s, want) => {
-        const after = simulate(s, podSteps(s, want));
-        expect(podSteps(after, want)).toEqual([]);
+      fc.property(state, fc.uniqueArray(vip), fc.boolean(), (s, want, ipip) => {
+        const after = simulate(s, podSteps(s, want, ipip));
+        expect(podSteps(after, want, ipip)).toEqual([]);
+        expect(after.ipip).toEqual(
+          want.length > 0 && ipip ? { contract: true, up: true, rpFilter: 0 } : undefined,
+        );
         expect(after.vips).toEqual([...want].sort());
         if (want.length > 0) {
           expect(after.device).toMatchObject({
@@ -142,11 +192,18 @@ function simulate(s: PodDsrState, steps: PodStep[]): PodDsrState {
   const r: PodDsrState = structuredClone(s);
   for (const step of steps) {
     if ("rpFilter" in step) {
-      if (step.rpFilter === "all") r.rpFilter.all = step.value;
+      if (step.rpFilter === DSR_BACKEND_IPIP_DEVICE) r.ipip!.rpFilter = step.value;
+      else if (step.rpFilter === "all") r.rpFilter.all = step.value;
       else r.rpFilter.device = step.value;
       continue;
     }
     const [what, op, arg] = step.ip;
+    if (what === "link" && arg === DSR_BACKEND_IPIP_DEVICE) {
+      if (op === "del") r.ipip = undefined;
+      else if (op === "add") r.ipip = { contract: true, up: false, rpFilter: 1 };
+      else if (op === "set") r.ipip!.up = true;
+      continue;
+    }
     if (what === "addr" && op === "add") r.vips = [...r.vips, arg!.replace("/32", "")].sort();
     else if (what === "addr" && op === "del") r.vips = r.vips.filter((v) => `${v}/32` !== arg);
     else if (what === "link" && op === "del") {

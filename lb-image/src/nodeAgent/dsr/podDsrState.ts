@@ -4,11 +4,15 @@
 //   - each VIP as a /32 on `lo`, labelled ours (LO_LABEL): a restart adopts exactly these and never
 //     touches the pod's own addresses. (Address protocols would do too, but iproute2 6.1, the image's,
 //     cannot set them; a label works on every kernel and iproute2.)
+//   - where LBs may run the IPVS engine (tunnel mode, IPIP) and the kernel has ipip, an IPIP device
+//     in metadata ("external") mode beside it, up, with rp_filter 0: the same decapsulation for the
+//     other tunnel (a cluster may have LBs of both kinds);
 //   - rp_filter 0 for `all` and the device: the client's packets arrive on the device while the
 //     route back to the client is via eth0, and the effective value is max(all, device). The value
 //     `all` had before is kept in the device's alias, so removing DSR from the pod restores it.
 import { z } from "zod";
 import {
+  DSR_BACKEND_IPIP_DEVICE,
   DSR_BACKEND_MAC,
   DSR_BACKEND_DEVICE,
   DSR_OVERHEAD,
@@ -31,6 +35,13 @@ export interface PodDsrState {
     up: boolean;
     /** The rp_filter value `all` had before this device existed, when recorded. */
     rpFilterAllBefore: number | undefined;
+  };
+  /** The IPIP decapsulating device, when there. */
+  ipip?: {
+    /** IPIP in external (metadata) mode: anything else is recreated. */
+    contract: boolean;
+    up: boolean;
+    rpFilter: number | undefined;
   };
   /** Our VIPs on `lo` (labelled LO_LABEL), sorted. */
   vips: string[];
@@ -99,6 +110,7 @@ export function parsePodState(addrJson: string, netconfJson: string, podIp: stri
     const v = conf.find((c) => c.interface === name)?.rp_filter;
     return v === undefined ? undefined : RP_FILTER[v];
   };
+  const ipip = links.find((l) => l.ifname === DSR_BACKEND_IPIP_DEVICE);
   return {
     podMtu: links.find((l) => l.ifname !== "lo" && l.addr_info.some((a) => a.local === podIp))?.mtu,
     ...(dev && {
@@ -113,6 +125,13 @@ export function parsePodState(addrJson: string, netconfJson: string, podIp: stri
         rpFilterAllBefore: Number.isInteger(before) ? before : undefined,
       },
     }),
+    ...(ipip && {
+      ipip: {
+        contract: ipip.linkinfo?.info_kind === "ipip" && ipip.linkinfo.info_data?.external === true,
+        up: ipip.flags.includes("UP"),
+        rpFilter: rp(DSR_BACKEND_IPIP_DEVICE),
+      },
+    }),
     vips: ours.sort(compareKeys),
     otherLo: loV4.filter((a) => !ours.includes(a.local)).map((a) => a.local),
     rpFilter: { all: rp("all") ?? 0, device: dev ? rp(DSR_BACKEND_DEVICE) : undefined },
@@ -122,8 +141,11 @@ export function parsePodState(addrJson: string, netconfJson: string, podIp: stri
 /** One change in the pod's namespace: an `ip` command, or a sysctl under net.ipv4.conf. */
 export type PodStep = { ip: string[] } | { rpFilter: string; value: number };
 
-/** The steps that make the pod's state serve exactly `vips` (none: remove everything of ours). */
-export function podSteps(s: PodDsrState, vips: string[]): PodStep[] {
+/**
+ * The steps that make the pod's state serve exactly `vips` (none: remove everything of ours), with
+ * the IPIP device when `ipip` (LBs may tunnel in IPIP, and the kernel has it), else without.
+ */
+export function podSteps(s: PodDsrState, vips: string[], ipip = false): PodStep[] {
   const steps: PodStep[] = [];
   const want = new Set(vips);
   const addresses = (op: "add" | "del", list: string[]) =>
@@ -142,6 +164,7 @@ export function podSteps(s: PodDsrState, vips: string[]): PodStep[] {
         steps.push({ rpFilter: "all", value: before });
       steps.push({ ip: ["link", "del", DSR_BACKEND_DEVICE] });
     }
+    if (s.ipip) steps.push({ ip: ["link", "del", DSR_BACKEND_IPIP_DEVICE] });
     return steps;
   }
   if (s.podMtu === undefined) throw new Error("the pod's own address is not in this network namespace");
@@ -180,6 +203,7 @@ export function podSteps(s: PodDsrState, vips: string[]): PodStep[] {
     });
   if (s.rpFilter.all !== 0) steps.push({ rpFilter: "all", value: 0 });
   if (!device || s.rpFilter.device !== 0) steps.push({ rpFilter: DSR_BACKEND_DEVICE, value: 0 });
+  steps.push(...ipipSteps(s.ipip, ipip));
   const present = new Set([...s.vips, ...s.otherLo]);
   steps.push(
     ...addresses(
@@ -189,4 +213,17 @@ export function podSteps(s: PodDsrState, vips: string[]): PodStep[] {
     ...removeVips,
   );
   return steps;
+}
+
+/** The IPIP device's steps: there (external, up, rp_filter 0) when `wanted`, else gone. */
+function ipipSteps(found: PodDsrState["ipip"], wanted: boolean): PodStep[] {
+  const del = { ip: ["link", "del", DSR_BACKEND_IPIP_DEVICE] };
+  if (!wanted) return found ? [del] : [];
+  const keep = found?.contract ? found : undefined;
+  return [
+    ...(found && !keep ? [del] : []),
+    ...(keep ? [] : [{ ip: ["link", "add", DSR_BACKEND_IPIP_DEVICE, "type", "ipip", "external"] }]),
+    ...(keep?.up ? [] : [{ ip: ["link", "set", DSR_BACKEND_IPIP_DEVICE, "up"] }]),
+    ...(keep?.rpFilter === 0 ? [] : [{ rpFilter: DSR_BACKEND_IPIP_DEVICE, value: 0 }]),
+  ];
 }

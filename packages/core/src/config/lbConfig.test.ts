@@ -37,6 +37,14 @@ describe("lbConfigSchema", () => {
     });
   });
 
+  it("takes DSR on either engine (IPVS tunnels in IPIP, nftables in VXLAN)", () => {
+    for (const engine of ["ipvs", "nftables", "auto"] as const)
+      expect(parse({ ...good, dataPlane: { engine, mode: "dsr" } }).dataPlane).toMatchObject({
+        engine,
+        mode: "dsr",
+      });
+  });
+
   it.each<[string, unknown, string]>([
     [
       "ASN out of range",
@@ -152,11 +160,6 @@ describe("lbConfigSchema", () => {
         dataPlane: { mode: "dsr" },
       },
       'lb.dataPlane.mode: dsr cannot be used with routingMode cloud-routes: the cloud drops replies that leave a backend\'s node with the VIP as their source; use snat (got "dsr")',
-    ],
-    [
-      "DSR on the IPVS engine",
-      { ...good, dataPlane: { mode: "dsr", engine: "ipvs" }, drain: { quietS: 3 } },
-      'lb.dataPlane.mode: dsr runs on the nftables engine, not ipvs (the backends decapsulate VXLAN, not IPVS\'s IPIP); set dataPlane.engine to auto or nftables, or mode to snat (got "dsr")',
     ],
     [
       "the engine where the forwarding mode goes",

@@ -76,11 +76,11 @@ export function checkDrain(
 /**
  * What DSR cannot serve, refused where it is configured rather than black-holed at run time: cloud
  * routes (the cloud drops replies that leave a backend's node with the VIP as source: AWS's
- * source/destination check, GCP's anti-spoofing), and IPVS (its tunnel mode encapsulates in IPIP,
- * which the backend side does not decapsulate; DSR runs on the nftables engine).
+ * source/destination check, GCP's anti-spoofing). Both engines serve DSR: nftables encapsulates in
+ * VXLAN, IPVS (tunnel mode) in IPIP; the node agent prepares backends for both.
  */
 export function checkForwarding(
-  dataPlane: { engine: (typeof DATA_PLANES)[number]; mode: (typeof FORWARDING_MODES)[number] },
+  dataPlane: { mode: (typeof FORWARDING_MODES)[number] },
   routingMode: (typeof ROUTING_MODES)[number] | undefined,
   ctx: z.RefinementCtx,
   path: PropertyKey[],
@@ -92,13 +92,6 @@ export function checkForwarding(
       path,
       message:
         "dsr cannot be used with routingMode cloud-routes: the cloud drops replies that leave a backend's node with the VIP as their source; use snat",
-    });
-  if (dataPlane.engine === "ipvs")
-    ctx.addIssue({
-      code: "custom",
-      path,
-      message:
-        "dsr runs on the nftables engine, not ipvs (the backends decapsulate VXLAN, not IPVS's IPIP); set dataPlane.engine to auto or nftables, or mode to snat",
     });
 }
 
