@@ -37,4 +37,10 @@ export interface ClusterEnvironment {
   cloudRoutes?: EnvironmentRouteTargets;
   /** A flanneld image the environment itself provides (the lab's local build), for Flannel's DaemonSet. */
   flannelImage?: string;
+  /**
+   * How flows reach backends where loadBalancer.dataPlane.mode is unset and the routing is BGP:
+   * environments that build their nodes themselves, on a network with no cloud gateway (onprem),
+   * know that direct server return works there. Unset: SNAT, which works on any cluster.
+   */
+  defaultForwarding?: "dsr" | "snat";
 }

@@ -18,6 +18,13 @@ const containers = () =>
   ofType("kubernetes:apps/v1:Deployment")
     .find((d) => d.inputs.metadata.name === "portable-lb-controller")!
     .inputs.spec.template.spec.containers.map((c: { name: string }) => c.name);
+/** The controller's config, as the LB pods read it. */
+const lbConfigJson = () =>
+  JSON.parse(
+    ofType("kubernetes:core/v1:ConfigMap").find(
+      (c) => c.inputs.metadata.name === "portable-lb-controller-config",
+    )!.inputs.data["config.json"],
+  );
 const flannelBackend = () =>
   JSON.parse(
     ofType("kubernetes:core/v1:ConfigMap").find((c) => c.inputs.metadata.name === "kube-flannel-cfg")!.inputs
@@ -163,16 +170,26 @@ describe("PortableCluster", () => {
     expect(ofType("portable-lb:core:LoadBalancer")).toEqual([]);
   });
 
+  it.each<[string, "dsr" | "snat" | undefined, "dsr" | undefined, string]>([
+    ["an environment defaulting to DSR (onprem)", undefined, "dsr", "dsr"],
+    ["the user's snat over that default", "snat", "dsr", "snat"],
+    ["an environment without a default", undefined, undefined, "snat"],
+  ])("forwards by the mode the user or the environment says: %s", async (_what, mode, fallback, expected) => {
+    const args = bgpArgs("onprem");
+    if (mode) args.loadBalancer.dataPlane = { mode };
+    if (fallback) args.environment = { ...args.environment, defaultForwarding: fallback };
+    new PortableCluster("plb", args);
+    await settled();
+    const config = lbConfigJson();
+    expect(config.dataPlane.mode).toBe(expected);
+  });
+
   it("passes the drain settings to the LB pods and sizes their grace period from them", async () => {
     const args = bgpArgs("onprem");
     args.loadBalancer.drain = { timeoutS: 120 };
     new PortableCluster("plb", args);
     await settled();
-    const config = JSON.parse(
-      ofType("kubernetes:core/v1:ConfigMap").find(
-        (c) => c.inputs.metadata.name === "portable-lb-controller-config",
-      )!.inputs.data["config.json"],
-    );
+    const config = lbConfigJson();
     expect(config.drain).toEqual({ quietS: 3, timeoutS: 120 });
     const lb = ofType("kubernetes:apps/v1:Deployment").find(
       (d) => d.inputs.metadata.name === "portable-lb-controller",

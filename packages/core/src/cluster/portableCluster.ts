@@ -112,7 +112,15 @@ export class PortableCluster extends pulumi.ComponentResource {
       routingMode: this.routingMode,
       podCidr: network.podCidr,
       vipPools: network.vipPools,
-      ...(lbArgs.dataPlane && { dataPlane: lbArgs.dataPlane }),
+      ...((lbArgs.dataPlane || env.defaultForwarding) && {
+        dataPlane: {
+          ...lbArgs.dataPlane,
+          // DSR's replies leave backend nodes from the VIP: only with BGP, never a cloud's route table.
+          mode:
+            lbArgs.dataPlane?.mode ??
+            (this.routingMode === "bgp" ? (env.defaultForwarding ?? "snat") : "snat"),
+        },
+      }),
       ...(lbArgs.drain && { drain: lbArgs.drain }),
       ...(bgpArgs && {
         bgp: {

@@ -29,7 +29,7 @@ export const loadBalancerClassSchema = z
 
 export const dataPlaneSchema = z.strictObject({
   engine: z.enum(DATA_PLANES).default("auto"),
-  // SNAT until the lab and on-premises environments default to DSR (issue 16).
+  // SNAT where nothing else is said: an environment may default to DSR (ClusterEnvironment).
   mode: z
     .enum(FORWARDING_MODES, {
       error: (issue) =>

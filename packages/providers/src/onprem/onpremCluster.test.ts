@@ -118,7 +118,12 @@ describe("OnpremCluster", () => {
 
   it("hands PortableCluster the kubeconfig (a secret), the nodes, and waits for every node", async () => {
     const env = cluster.environment;
-    expect(env).toMatchObject({ kind: "onprem", platform: "onprem", lbNodeCount: 2 });
+    expect(env).toMatchObject({
+      kind: "onprem",
+      platform: "onprem",
+      lbNodeCount: 2,
+      defaultForwarding: "dsr",
+    });
     expect(env.bgp).toBeUndefined();
     expect(env.nodes.map((n) => [n.name, n.role, n.address])).toEqual([
       ["cp", "control-plane", "10.20.0.10"],

@@ -88,6 +88,8 @@ export class OnpremCluster extends pulumi.ComponentResource {
       nodes: plan.nodes,
       lbNodeCount: lbNodesOf(plan.nodes).length,
       ...(plan.bgp && { bgp: plan.bgp }),
+      // Nodes we bootstrap on the user's own network: connections survive LB changes (issue 16).
+      defaultForwarding: "dsr",
       // The cluster's objects wait for every node to have joined.
       dependsOn: Object.values(this.bootstraps),
     };
