@@ -188,7 +188,7 @@ describe("DSR backend side in network namespaces", () => {
     expect((await ask()).error).toBeDefined();
     const report = await applier().apply([svc(VIP, [POD_A])], NODE);
     expectClean(report);
-    expect(report).toMatchObject({ pods: 1, vips: [VIP], hostNetwork: [] });
+    expect(report).toMatchObject({ pods: 1, vips: [VIP], hostNetwork: [], noIpip: [] });
     expect(await podState(podA)).toMatchObject({
       device: { mtu: POD_MTU - 50, mac: DSR_BACKEND_MAC },
       vips: [VIP],
@@ -225,8 +225,12 @@ describe("DSR backend side in network namespaces", () => {
     expect(await podState(podA)).toMatchObject({ device: { mtu: POD_MTU - 50 }, vips: [VIP] });
     expect((await podA.exec("ip", ["link", "show", DSR_BACKEND_IPIP_DEVICE])).code).not.toBe(0);
     expect(await registry.getSingleMetricAsString("portable_lb_dsr_ipip")).toMatch(/ 0$/);
+    // The backend is reported (the node agent tells its Services, DirectServerReturnNoIpip).
+    expect(report.noIpip).toEqual([{ ip: POD_A, vips: [VIP] }]);
     // Learnt once: the next run neither tries again nor says it again, and the VIP still answers.
-    expect((await agent.apply([svc(VIP, [POD_A])], NODE)).changes).toBe(0);
+    const again = await agent.apply([svc(VIP, [POD_A])], NODE);
+    expect(again.changes).toBe(0);
+    expect(again.noIpip).toEqual([{ ip: POD_A, vips: [VIP] }]);
     expect(lines.filter((l) => l.includes("the kernel has no ipip"))).toHaveLength(1);
     expect(await ask()).toMatchObject({ backend: VIP, client: CLIENT_IP });
   });

@@ -22,7 +22,7 @@ import { lbPeers } from "../controller/dsrPolicy.ts";
 import { EventSink } from "../controller/eventSink.ts";
 import { ResilientInformers } from "../kube/informers.ts";
 import { DsrApplier } from "./dsr/dsrApplier.ts";
-import { hostNetworkEvents } from "./dsr/hostNetworkEvents.ts";
+import { unreachableBackendEvents } from "./dsr/unreachableBackendEvents.ts";
 import { desiredRoutes, lbPodState, lbPodVerdict, routedVia, type NodeRoute } from "./desiredRoutes.ts";
 import { applySteering } from "./bfdSteering.ts";
 import { nodeForwards } from "./nodeForwarding.ts";
@@ -228,7 +228,7 @@ function startDsr(
 ): CoalescingRunner {
   const cluster = serviceInformers(informers, o.kubeconfig, true);
   const lb = lbPeers(o.config, o.namespace);
-  // Host-network backends, which DSR cannot serve, are told on their Services.
+  // Backends DSR cannot reach (host network; no ipip for IPVS LBs) are told on their Services.
   const events = new EventSink(o.kubeconfig.makeApiClient(CoreV1Api), o.log, "portable-lb-node-agent");
   const applier = new DsrApplier({
     commandPrefix: o.commandPrefix,
@@ -253,9 +253,11 @@ function startDsr(
         networkPolicies: { policies: [...(cluster.networkPolicies?.list() ?? [])], lb },
       });
       const report = await applier.apply(services, o.nodeName);
-      await events.report(
-        hostNetworkEvents(report.hostNetwork, serviceObjects, o.config.loadBalancerClass, o.nodeName),
-      );
+      const cls = o.config.loadBalancerClass;
+      await events.report([
+        ...unreachableBackendEvents("hostNetwork", report.hostNetwork, serviceObjects, cls, o.nodeName),
+        ...unreachableBackendEvents("noIpip", report.noIpip, serviceObjects, cls, o.nodeName),
+      ]);
     },
     { onError: (err) => o.log.error({ err }, "DSR state update failed; retrying") },
   );

@@ -53,6 +53,8 @@ export interface DsrReport {
   failures: DsrFailure[];
   /** Host-network backends, not prepared. */
   hostNetwork: { ip: string; vips: string[] }[];
+  /** Backends prepared without IPIP although IPVS-engine LBs tunnel in it: the kernel has no ipip. */
+  noIpip: { ip: string; vips: string[] }[];
 }
 
 function dsrMetrics(registry: Registry) {
@@ -187,7 +189,16 @@ export class DsrApplier {
     this.metrics.changes.inc(changes);
     this.metrics.pods.set(prepared.length);
     this.metrics.vips.set(plan.vips.length);
-    return { pods: prepared.length, vips: plan.vips, changes, failures, hostNetwork: plan.hostNetwork };
+    const noIpip =
+      this.o.ipip && this.ipipKernel === false ? prepared.map(([, t]) => ({ ip: t.ip!, vips: t.vips })) : [];
+    return {
+      pods: prepared.length,
+      vips: plan.vips,
+      changes,
+      failures,
+      hostNetwork: plan.hostNetwork,
+      noIpip,
+    };
   }
 
   /** Reads one pod's state and applies its steps; without ipip once the kernel turns out to lack it. */
