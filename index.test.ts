@@ -148,6 +148,8 @@ describe("the root program on aws with BGP peers", () => {
       loadBalancer: bgpLoadBalancer({ node: "plb-worker-1", address: "10.0.0.12" }),
     });
     expect(lbConfig().routingMode).toBe("bgp");
+    // BGP, but a cloud: no default of DSR (its gateways drop the VIP-sourced replies).
+    expect(lbConfig().dataPlane.mode).toBe("snat");
     expect(outputs.routingMode).toBe("bgp");
     expect(of("aws:iam/role:Role")).toEqual([]);
     const routerConfig = await new Promise<string>((r) =>
@@ -203,6 +205,8 @@ describe("the root program on onprem", () => {
     const [provider] = of("pulumi:providers:kubernetes");
     expect(secretValue(provider!.inputs.kubeconfig)).toContain("server: https://10.0.0.10:6443");
     expect(lbConfig().routingMode).toBe("bgp");
+    // onprem's default forwarding reaches the LB pods' config: DSR, with no dataPlane set.
+    expect(lbConfig().dataPlane.mode).toBe("dsr");
     expect((outputs.nodes as { name: string }[]).map((n) => n.name)).toEqual(["cp", "lb-1"]);
   });
 
