@@ -149,6 +149,24 @@ describe("environment kinds", () => {
       ],
     );
   });
+  it("takes the site's machine settings (image mirror, cgroup v1, kubeadm patches), and names bad ones", () => {
+    const machines = {
+      imageRepository: "registry.example.net:5000/k8s",
+      cgroupV1: true,
+      kubeadmPatches: "/etc/kubernetes/patches",
+    };
+    expect(problemsOf({ ...onprem(), machines })).toEqual([]);
+    expect(schema.parse(onprem())).toMatchObject({ machines: { cgroupV1: false } });
+    expect(
+      problemsOf({
+        ...onprem(),
+        machines: { imageRepository: "https://registry.example.net", kubeadmPatches: "patches" },
+      }),
+    ).toEqual([
+      'environment.machines.imageRepository: must be a registry and optional path, e.g. registry.example.net:5000/k8s (got "https://registry.example.net")',
+      'environment.machines.kubeadmPatches: must be an absolute path, e.g. /etc/kubernetes/patches (got "patches")',
+    ]);
+  });
 });
 
 describe("planEnvironment", () => {

@@ -41,6 +41,7 @@ export {
   KUBERNETES_VERSION,
   renderBootstrapScript,
   type BootstrapScriptInput,
+  type MachineSettings,
   type ProviderIdSource,
 } from "./bootstrap/bootstrapScript.ts";
 export { BOOTSTRAP_SCRIPT_PATH, renderCloudInit } from "./bootstrap/cloudInit.ts";

@@ -40,6 +40,27 @@ export const onpremEnvironmentSchema = z
       .prefault({}),
     bgp: bgpPeersSchema.optional(),
     lbTaint: lbTaintSchema,
+    /** What these machines need that machines we make would not (bootstrapScript.ts MachineSettings). */
+    machines: z
+      .strictObject({
+        /** A registry mirror holding kubeadm's images under their usual names, for air-gapped sites. */
+        imageRepository: z
+          .string()
+          .regex(/^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?(\/[a-z0-9]([a-z0-9._-]*[a-z0-9])?)*$/, {
+            error: "must be a registry and optional path, e.g. registry.example.net:5000/k8s",
+          })
+          .optional(),
+        /** The machines boot with cgroup v1 (kubelet 1.35 runs on it only when told). */
+        cgroupV1: z.boolean().default(false),
+        /** An absolute folder on every machine holding kubeadm patches (kubeadm's --patches). */
+        kubeadmPatches: z
+          .string()
+          .regex(/^(\/[A-Za-z0-9._-]+)+$/, {
+            error: "must be an absolute path, e.g. /etc/kubernetes/patches",
+          })
+          .optional(),
+      })
+      .prefault({}),
   })
   .superRefine((env, ctx) => {
     const controlPlanes = env.nodes.filter((n) => n.role === "control-plane").length;

@@ -50,6 +50,16 @@ const inputs: Record<string, BootstrapScriptInput> = {
     ...cluster,
     node: { name: "lb-1", role: "lb", address: "10.0.0.11" },
   },
+  "onprem-control-plane-site": {
+    ...cluster,
+    node: { name: "cp", role: "control-plane", address: "10.0.0.10" },
+    ca: { certPem: fixture("test-ca.crt"), keyPem: fixture("test-ca.key") },
+    machines: {
+      imageRepository: "registry.example.net:5000/k8s",
+      cgroupV1: true,
+      kubeadmPatches: "/etc/kubernetes/patches",
+    },
+  },
 };
 
 /**
@@ -175,6 +185,40 @@ describe("renderBootstrapScript", () => {
     // On premises there is no instance to name.
     const onprem = registrationOf(kubeadmDocs(renderBootstrapScript(inputs["onprem-lb"]!)));
     expect(kubeletArgs(onprem)["provider-id"]).toBeUndefined();
+  });
+
+  it("tells kubeadm of the site's machines: their image mirror, their cgroup v1, their own patches", () => {
+    const site = inputs["onprem-control-plane-site"]!;
+    const [init, clusterConfig, kubelet] = kubeadmDocs(renderBootstrapScript(site)) as Record<
+      string,
+      unknown
+    >[];
+    expect(init).toMatchObject({
+      nodeRegistration: { ignorePreflightErrors: ["SystemVerification"] },
+      patches: { directory: "/etc/kubernetes/patches" },
+    });
+    expect(clusterConfig).toMatchObject({ imageRepository: "registry.example.net:5000/k8s" });
+    expect(kubelet).toMatchObject({ cgroupDriver: "systemd", failCgroupV1: false });
+    // A joining node skips the same check and reads the same folder; the cluster gives it the rest.
+    const join = kubeadmDocs(
+      renderBootstrapScript({
+        ...site,
+        node: { name: "lb-1", role: "lb", address: "10.0.0.11" },
+        ca: undefined,
+      }),
+    );
+    expect(join).toHaveLength(1);
+    expect(join[0]).toMatchObject({
+      kind: "JoinConfiguration",
+      nodeRegistration: { ignorePreflightErrors: ["SystemVerification"] },
+      patches: { directory: "/etc/kubernetes/patches" },
+    });
+    // Without them, kubeadm's defaults: no mirror, no skipped check, cgroup v1 refused.
+    const plain = kubeadmDocs(renderBootstrapScript({ ...site, machines: {} })) as Record<string, unknown>[];
+    expect(plain[0]).not.toHaveProperty("patches");
+    expect(plain[0]!.nodeRegistration).not.toHaveProperty("ignorePreflightErrors");
+    expect(plain[1]).not.toHaveProperty("imageRepository");
+    expect(plain[2]).not.toHaveProperty("failCgroupV1");
   });
 
   it("refuses a value that would change the script's meaning", () => {

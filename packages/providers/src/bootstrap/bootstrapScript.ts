@@ -39,6 +39,21 @@ export interface BootstrapScriptInput {
   ca?: { certPem: string; keyPem: string };
   /** Taint LB nodes NoSchedule so only the LB pods and node agents (which tolerate it) run there. */
   lbTaint: boolean;
+  /** What machines we did not make may need (on premises); the clouds' images need none of it. */
+  machines?: MachineSettings;
+}
+
+export interface MachineSettings {
+  /** A registry holding kubeadm's images under their usual names (an air-gapped site's mirror). */
+  imageRepository?: string;
+  /**
+   * The machines boot with cgroup v1, which kubelet 1.35 refuses and kubeadm's SystemVerification
+   * check fails: the kubelet is told to run anyway (failCgroupV1: false), and kubeadm to skip that
+   * check, as kubeadm's own message says to.
+   */
+  cgroupV1?: boolean;
+  /** A folder on every machine with kubeadm patches (site-specific kubelet or static pod settings). */
+  kubeadmPatches?: string;
 }
 
 const PATHS = {
@@ -83,7 +98,14 @@ function nodeRegistration(i: BootstrapScriptInput): string[] {
     "  kubeletExtraArgs:",
     ...args.flatMap(([name, value]) => [`    - name: ${name}`, `      value: "${value}"`]),
     ...(lb && i.lbTaint ? ["  taints:", `    - key: ${LB_LABEL[0]}`, "      effect: NoSchedule"] : []),
+    ...(i.machines?.cgroupV1 ? ["  ignorePreflightErrors: [SystemVerification]"] : []),
   ];
+}
+
+/** kubeadm applies the machine's own patches to what it writes (both init and join read them). */
+function patches(i: BootstrapScriptInput): string[] {
+  const dir = i.machines?.kubeadmPatches;
+  return dir ? ["patches:", `  directory: ${safe("kubeadmPatches", dir)}`] : [];
 }
 
 /** The kubeadm configuration: InitConfiguration and ClusterConfiguration, or a JoinConfiguration. */
@@ -103,6 +125,7 @@ function kubeadmConfig(i: BootstrapScriptInput): string[] {
       "timeouts:",
       `  discovery: ${JOIN_DISCOVERY_TIMEOUT}`,
       ...nodeRegistration(i),
+      ...patches(i),
     ];
   // Once each: on premises the public address is the control plane's own.
   const sans = [...new Set([i.controlPlaneAddress, ...i.apiServerCertSans])].map((s) =>
@@ -120,12 +143,16 @@ function kubeadmConfig(i: BootstrapScriptInput): string[] {
     `  advertiseAddress: ${i.controlPlaneAddress}`,
     `  bindPort: ${API_SERVER_PORT}`,
     ...nodeRegistration(i),
+    ...patches(i),
     "---",
     "apiVersion: kubeadm.k8s.io/v1beta4",
     "kind: ClusterConfiguration",
     `clusterName: ${safe("clusterName", i.clusterName)}`,
     `kubernetesVersion: v${KUBERNETES_VERSION}`,
     `controlPlaneEndpoint: ${endpoint}`,
+    ...(i.machines?.imageRepository
+      ? [`imageRepository: ${safe("imageRepository", i.machines.imageRepository)}`]
+      : []),
     "networking:",
     // Flannel's Network is the pod CIDR; kubeadm hands each node its slice (--allocate-node-cidrs).
     `  podSubnet: ${safe("podCidr", i.podCidr)}`,
@@ -137,6 +164,8 @@ function kubeadmConfig(i: BootstrapScriptInput): string[] {
     "apiVersion: kubelet.config.k8s.io/v1beta1",
     "kind: KubeletConfiguration",
     "cgroupDriver: systemd",
+    // In the cluster's kubelet-config, so every joining node's kubelet gets it too.
+    ...(i.machines?.cgroupV1 ? ["failCgroupV1: false"] : []),
   ];
 }
 

@@ -6,7 +6,7 @@ import * as random from "@pulumi/random";
 import * as tls from "@pulumi/tls";
 import type { NodeFact } from "../provider.ts";
 import { ADMIN_GROUP, renderAdminKubeconfig } from "./adminKubeconfig.ts";
-import { renderBootstrapScript, type ProviderIdSource } from "./bootstrapScript.ts";
+import { renderBootstrapScript, type MachineSettings, type ProviderIdSource } from "./bootstrapScript.ts";
 import { caCertHash } from "./caCertHash.ts";
 
 export interface ClusterCredentialsArgs {
@@ -21,6 +21,7 @@ export interface ClusterBootstrap {
   podCidr: string;
   serviceCidr: string;
   lbTaint: boolean;
+  machines?: MachineSettings;
 }
 
 /** What a cluster's bootstrap scripts share, from its planned machines and its networks. */
@@ -29,6 +30,7 @@ export function clusterBootstrap(o: {
   network: { podCidr: string; serviceCidr: string };
   lbTaint: boolean;
   apiAddress: pulumi.Input<string>;
+  machines?: MachineSettings;
 }): ClusterBootstrap {
   const controlPlane = o.nodes.find((n) => n.role === "control-plane");
   if (!controlPlane) throw new Error("a cluster's plan has a control plane");
@@ -38,6 +40,7 @@ export function clusterBootstrap(o: {
     podCidr: o.network.podCidr,
     serviceCidr: o.network.serviceCidr,
     lbTaint: o.lbTaint,
+    ...(o.machines && { machines: o.machines }),
   };
 }
 
@@ -153,6 +156,7 @@ export class ClusterCredentials extends pulumi.ComponentResource {
             caCertHash,
             ...(node.role === "control-plane" && { ca: { certPem: caCertPem, keyPem: caKeyPem } }),
             lbTaint: cluster.lbTaint,
+            ...(cluster.machines && { machines: cluster.machines }),
           }),
         ),
     );

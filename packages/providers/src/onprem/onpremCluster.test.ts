@@ -151,6 +151,28 @@ describe("OnpremCluster", () => {
     expect(secretValue(command("plb-worker-1-copy").stdin)).not.toContain("effect: NoSchedule");
   });
 
+  it("renders every machine's script with the site's machine settings", async () => {
+    const machines = {
+      imageRepository: "registry.example.net/k8s",
+      cgroupV1: true,
+      kubeadmPatches: "/etc/kp",
+    };
+    const site = await build({ machines });
+    for (const node of site.environment.nodes)
+      expect(secretValue(command(`plb-${node.name}-copy`).stdin)).toBe(
+        testCredentialsScript(node, {
+          controlPlaneAddress: "10.20.0.10",
+          apiServerCertSans: ["10.20.0.10"],
+          network,
+          machines,
+        }),
+      );
+    expect(secretValue(command("plb-cp-copy").stdin)).toContain("imageRepository: registry.example.net/k8s");
+    expect(secretValue(command("plb-lb-2-copy").stdin)).toContain(
+      "ignorePreflightErrors: [SystemVerification]",
+    );
+  });
+
   it("refuses a machine outside the node network before registering anything", () => {
     recorded.length = 0;
     const env = environment();

@@ -47,6 +47,7 @@ export class OnpremCluster extends pulumi.ComponentResource {
       network: args.network,
       lbTaint: env.lbTaint,
       apiAddress: controlPlane.address,
+      machines: env.machines,
     });
     const privateKey = pulumi.secret(args.privateKey);
 

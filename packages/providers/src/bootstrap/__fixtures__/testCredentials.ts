@@ -29,7 +29,7 @@ export function credentialOutputs(type: string): Record<string, unknown> | undef
  */
 export function testCredentialsScript(
   node: NodeFact,
-  cluster: Pick<BootstrapScriptInput, "controlPlaneAddress" | "apiServerCertSans" | "providerId"> & {
+  cluster: Pick<BootstrapScriptInput, "controlPlaneAddress" | "apiServerCertSans" | "providerId" | "machines"> & {
     network: { podCidr: string; serviceCidr: string };
   },
 ): string {
@@ -45,5 +45,6 @@ export function testCredentialsScript(
     caCertHash: caCertHash(TEST_CA_CERT),
     ...(node.role === "control-plane" && { ca: { certPem: TEST_CA_CERT, keyPem: TEST_CA_KEY } }),
     lbTaint: false,
+    ...(cluster.machines && { machines: cluster.machines }),
   });
 }
