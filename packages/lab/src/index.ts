@@ -63,5 +63,14 @@ export { nodeLayout, NodeLayoutError, type NodeLayout } from "./node/nodeLayout.
 export { writeNodeCredentials } from "./node/nodeCredentials.ts";
 export { cgroupPids, reapStaleNodeCgroups } from "./node/nodeCgroups.ts";
 export { KUBELET_KERNEL_SETTINGS, MOUNT_NAMESPACE_HOLDER, enterNode } from "./node/nodeMountNamespace.ts";
-export { labImage, labNodeImages, type LabImage, type LabImageName } from "./node/labImages.ts";
+export {
+  CONTROL_PLANE_IMAGE_NAMES,
+  CONTROL_PLANE_IMAGE_REPOSITORY,
+  controlPlaneImages,
+  labImage,
+  labNodeImages,
+  type ControlPlaneImageName,
+  type LabImage,
+  type LabImageName,
+} from "./node/labImages.ts";
 export type { Taint } from "./node/kubeletConfig.ts";
