@@ -3,17 +3,20 @@
 // for imageRepository localhost/portable-lb, imported into a containerd of the test's, and run
 // through its runc shim as a kubelet runs kubeadm's static pods and kube-proxy's DaemonSet, each
 // command by the name kubeadm's manifests give it (`etcd`, `kube-apiserver`, ... found on the
-// image's PATH; `/usr/local/bin/kube-proxy`). etcd and kube-apiserver then serve kubeadm's probes
-// in the test's namespace, the API server storing in that etcd.
+// image's PATH; `/usr/local/bin/kube-proxy`). Then the control plane runs from them in the test's
+// namespace with kubeadm's flags and hostPath folders, each serving kubeadm's probes: etcd, the API
+// server storing in it, the controller manager and scheduler taking their leases through it.
 import { execFileSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
   CONTROL_PLANE_IMAGE_REPOSITORY,
   controlPlaneImages,
   labImage,
+  makePki,
   NetnsLab,
+  renderKubeconfig,
   waitUntil,
   type ExecResult,
   type LabNamespace,
@@ -86,18 +89,16 @@ beforeAll(async () => {
 }, 180_000);
 
 afterAll(async () => {
+  // By id: the task killed and deleted (--force), then its container.
   for (const id of detached) {
-    await containerd.ctr(["task", "kill", "--signal", "SIGKILL", id]);
-    await waitUntil(
-      async () => !(await containerd.ctr(["task", "ls", "--quiet"])).stdout.split("\n").includes(id),
-      10_000,
-    );
-    await containerd.ctr(["task", "delete", id]);
+    await containerd.ctr(["task", "delete", "--force", id]);
     await containerd.ctr(["container", "delete", id]);
   }
+  const left = containerd && (await containerd.ctr(["containers", "ls", "--quiet"])).stdout.trim();
   await containerd?.stop();
   await lab?.destroy();
   if (dir) rmSync(dir, { recursive: true, force: true });
+  if (left) throw new Error(`containers left in the test's containerd: ${left}`);
 }, 60_000);
 
 describe("the control-plane images", () => {
@@ -164,19 +165,64 @@ describe("the control-plane images", () => {
       });
     }
   });
+});
 
-  it("etcd and kube-apiserver serve kubeadm's probes, the API server storing in that etcd", async () => {
-    // kubeadm's hostPath volumes: etcd's data, the API server's service-account keys.
-    const etcdData = join(dir, "etcd-data");
-    const pki = join(dir, "pki");
-    mkdirSync(etcdData, { mode: 0o700 });
-    mkdirSync(pki);
-    execFileSync("openssl", ["genrsa", "-out", join(pki, "sa.key"), "2048"], { stdio: "ignore" });
-    execFileSync("openssl", ["rsa", "-in", join(pki, "sa.key"), "-pubout", "-out", join(pki, "sa.pub")], {
-      stdio: "ignore",
-    });
-    // kubeadm's etcd flags, on plain HTTP (the images, not kubeadm's certificates, are under test).
-    const etcdLog = await start(
+describe("the control plane from the images, as kubeadm runs it on a machine", () => {
+  /** kubeadm's /etc/kubernetes: pki/ (the cluster's CA, serving and client certificates, service-account keys) and each component's kubeconfig. */
+  let kubernetesDir: string;
+
+  /** Waits for a probe kubeadm gives `name` to answer 200; fails with its answer and log. */
+  async function serving(name: string, url: string, log: string, timeoutMs: number): Promise<void> {
+    let last = { code: "", body: "" };
+    if (!(await waitUntil(async () => (last = await get(url)).code === "200", timeoutMs, 250)))
+      throw new Error(
+        `${name}: ${url} answers ${last.code || "nothing"} ${last.body} after ${timeoutMs / 1000} s; its log ends:\n${readFileSync(log, "utf8").slice(-3000)}`,
+      );
+  }
+
+  /** How many keys etcd holds under `key`, read with its v3 HTTP API. */
+  async function stored(key: string): Promise<number> {
+    const r = await ns.exec("curl", [
+      "-s",
+      "-m",
+      "5",
+      "-d",
+      JSON.stringify({ key: Buffer.from(key).toString("base64"), count_only: true }),
+      "http://127.0.0.1:2379/v3/kv/range",
+    ]);
+    return Number((JSON.parse(r.stdout) as { count?: string }).count ?? 0);
+  }
+
+  beforeAll(async () => {
+    kubernetesDir = join(dir, "etc-kubernetes");
+    const pkiDir = join(kubernetesDir, "pki");
+    mkdirSync(pkiDir, { recursive: true });
+    const components = ["kube-controller-manager", "kube-scheduler"];
+    const pki = await makePki(
+      pkiDir,
+      [NODE_IP],
+      components.map((c) => ({ name: c, user: `system:${c}`, groups: [] })),
+    );
+    // kubeadm's controller-manager.conf and scheduler.conf (the paths in the kubeconfig are the
+    // container's: certificates are embedded).
+    for (const c of components)
+      writeFileSync(
+        join(kubernetesDir, `${c.replace(/^kube-/, "")}.conf`),
+        renderKubeconfig({
+          server: `https://${NODE_IP}:6443`,
+          caCertFile: pki.caCert,
+          clientCertFile: pki.clients[c]!.cert,
+          clientKeyFile: pki.clients[c]!.key,
+          user: `system:${c}`,
+        }),
+      );
+  });
+
+  it("etcd serves kubeadm's probes from its hostPath data folder", async () => {
+    const data = join(dir, "etcd-data");
+    mkdirSync(data, { mode: 0o700 });
+    // kubeadm's etcd flags, on plain HTTP (the images, not kubeadm's etcd certificates, are under test).
+    const log = await start(
       "etcd",
       [
         "etcd",
@@ -190,19 +236,14 @@ describe("the control-plane images", () => {
         "--listen-metrics-urls=http://127.0.0.1:2381",
         "--snapshot-count=10000",
       ],
-      { [etcdData]: "/var/lib/etcd" },
+      { [data]: "/var/lib/etcd" },
     );
-    // kubeadm's etcd probes: GET http://127.0.0.1:2381/readyz and /livez.
-    const etcdReady = await waitUntil(
-      async () => (await get("http://127.0.0.1:2381/readyz")).code === "200",
-      30_000,
-      250,
-    );
-    if (!etcdReady)
-      throw new Error(`etcd is not ready in 30 s:\n${readFileSync(etcdLog, "utf8").slice(-2000)}`);
+    await serving("etcd", "http://127.0.0.1:2381/readyz", log, 30_000);
     expect(await get("http://127.0.0.1:2381/livez")).toEqual({ code: "200", body: "ok" });
+  }, 60_000);
 
-    const apiLog = await start(
+  it("kube-apiserver serves kubeadm's probes, storing in that etcd", async () => {
+    const log = await start(
       "kube-apiserver",
       [
         "kube-apiserver",
@@ -213,35 +254,58 @@ describe("the control-plane images", () => {
         "--authorization-mode=Node,RBAC",
         "--enable-admission-plugins=NodeRestriction",
         "--allow-privileged=true",
+        "--client-ca-file=/etc/kubernetes/pki/ca.crt",
+        "--tls-cert-file=/etc/kubernetes/pki/apiserver.crt",
+        "--tls-private-key-file=/etc/kubernetes/pki/apiserver.key",
         "--service-cluster-ip-range=10.96.0.0/12",
         "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-        "--service-account-key-file=/etc/kubernetes/pki/sa.pub",
-        "--service-account-signing-key-file=/etc/kubernetes/pki/sa.key",
+        "--service-account-key-file=/etc/kubernetes/pki/service-account.pub",
+        "--service-account-signing-key-file=/etc/kubernetes/pki/service-account.key",
       ],
-      { [pki]: "/etc/kubernetes/pki" },
+      { [join(kubernetesDir, "pki")]: "/etc/kubernetes/pki" },
     );
-    // kubeadm's API server probe: GET https://<advertise address>:6443/readyz (then /livez).
-    let readyz = { code: "", body: "" };
-    const apiReady = await waitUntil(
-      async () => (readyz = await get(`https://${NODE_IP}:6443/readyz?verbose`)).code === "200",
-      60_000,
-      500,
-    );
-    if (!apiReady)
-      throw new Error(
-        `kube-apiserver is not ready in 60 s (/readyz: ${readyz.code} ${readyz.body}):\n${readFileSync(apiLog, "utf8").slice(-3000)}`,
-      );
+    // kubeadm's probes: https://<advertise address>:6443/readyz, /livez.
+    await serving("kube-apiserver", `https://${NODE_IP}:6443/readyz`, log, 60_000);
     expect(await get(`https://${NODE_IP}:6443/livez`)).toEqual({ code: "200", body: "ok" });
-    // It stored in that etcd: the default namespace it makes at start-up, read with etcd's v3 API.
-    const key = Buffer.from("/registry/namespaces/default").toString("base64");
-    const range = await ns.exec("curl", [
-      "-s",
-      "-m",
-      "5",
-      "-d",
-      JSON.stringify({ key, count_only: true }),
-      "http://127.0.0.1:2379/v3/kv/range",
-    ]);
-    expect(JSON.parse(range.stdout)).toMatchObject({ count: "1" });
+    // The default namespace it makes at start-up, in that etcd.
+    expect(await stored("/registry/namespaces/default")).toBe(1);
+  }, 90_000);
+
+  it("kube-controller-manager and kube-scheduler serve kubeadm's probes and lead through it", async () => {
+    const common = (conf: string) => [
+      `--authentication-kubeconfig=/etc/kubernetes/${conf}`,
+      `--authorization-kubeconfig=/etc/kubernetes/${conf}`,
+      `--kubeconfig=/etc/kubernetes/${conf}`,
+      "--bind-address=127.0.0.1",
+      "--leader-elect=true",
+    ];
+    const cmLog = await start(
+      "kube-controller-manager",
+      [
+        "kube-controller-manager",
+        ...common("controller-manager.conf"),
+        "--client-ca-file=/etc/kubernetes/pki/ca.crt",
+        "--cluster-name=kubernetes",
+        "--cluster-signing-cert-file=/etc/kubernetes/pki/ca.crt",
+        "--cluster-signing-key-file=/etc/kubernetes/pki/ca.key",
+        "--controllers=*,bootstrapsigner,tokencleaner",
+        "--root-ca-file=/etc/kubernetes/pki/ca.crt",
+        "--service-account-private-key-file=/etc/kubernetes/pki/service-account.key",
+        "--use-service-account-credentials=true",
+      ],
+      { [kubernetesDir]: "/etc/kubernetes" },
+    );
+    const schedulerLog = await start("kube-scheduler", ["kube-scheduler", ...common("scheduler.conf")], {
+      [kubernetesDir]: "/etc/kubernetes",
+    });
+    // kubeadm's probes: https://127.0.0.1:10257/healthz; https://127.0.0.1:10259/livez and /readyz.
+    await serving("kube-controller-manager", "https://127.0.0.1:10257/healthz", cmLog, 60_000);
+    await serving("kube-scheduler", "https://127.0.0.1:10259/readyz", schedulerLog, 30_000);
+    expect(await get("https://127.0.0.1:10259/livez")).toEqual({ code: "200", body: "ok" });
+    // Each took its leader lease through the API server, as its own user (RBAC's bootstrap roles).
+    for (const c of ["kube-controller-manager", "kube-scheduler"])
+      expect(
+        await waitUntil(async () => (await stored(`/registry/leases/kube-system/${c}`)) === 1, 30_000, 500),
+      ).toBe(true);
   }, 120_000);
 });

@@ -29,6 +29,7 @@ export {
   type ControlPlaneState,
 } from "./controlPlane/controlPlane.ts";
 export { issueClientCert, makePki } from "./controlPlane/certificates.ts";
+export { renderKubeconfig } from "./controlPlane/kubeconfig.ts";
 export {
   isLabId,
   NetnsError,
