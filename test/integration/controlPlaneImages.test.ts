@@ -13,6 +13,7 @@ import { join } from "node:path";
 import {
   CONTROL_PLANE_IMAGE_REPOSITORY,
   controlPlaneImages,
+  kubeProxyConfig,
   labImage,
   makePki,
   NetnsLab,
@@ -47,6 +48,7 @@ async function start(
   name: Parameters<typeof labImage>[0],
   args: string[],
   mounts: Record<string, string>,
+  capabilities: string[] = [],
 ): Promise<string> {
   const log = join(dir, `${name}.log`);
   const binds = Object.entries(mounts).flatMap(([src, dst]) => [
@@ -60,6 +62,7 @@ async function start(
     "--log-uri",
     `file://${log}`,
     ...binds,
+    ...capabilities.flatMap((cap) => ["--cap-add", cap]),
     labImage(name).ref,
     name,
     ...args,
@@ -197,14 +200,18 @@ describe("the control plane from the images, as kubeadm runs it on a machine", (
     kubernetesDir = join(dir, "etc-kubernetes");
     const pkiDir = join(kubernetesDir, "pki");
     mkdirSync(pkiDir, { recursive: true });
-    const components = ["kube-controller-manager", "kube-scheduler"];
+    const components = ["kube-controller-manager", "kube-scheduler", "kube-proxy"];
     const pki = await makePki(
       pkiDir,
       [NODE_IP],
-      components.map((c) => ({ name: c, user: `system:${c}`, groups: [] })),
+      [
+        ...components.map((c) => ({ name: c, user: `system:${c}`, groups: [] })),
+        // kubeadm's admin.conf user, for what the test does as the cluster's administrator.
+        { name: "admin", user: "kubernetes-admin", groups: ["system:masters"] },
+      ],
     );
-    // kubeadm's controller-manager.conf and scheduler.conf (the paths in the kubeconfig are the
-    // container's: certificates are embedded).
+    // kubeadm's controller-manager.conf and scheduler.conf, and kube-proxy's kubeconfig (here a
+    // client certificate of user system:kube-proxy, where kubeadm gives its ServiceAccount's token).
     for (const c of components)
       writeFileSync(
         join(kubernetesDir, `${c.replace(/^kube-/, "")}.conf`),
@@ -308,4 +315,53 @@ describe("the control plane from the images, as kubeadm runs it on a machine", (
         await waitUntil(async () => (await stored(`/registry/leases/kube-system/${c}`)) === 1, 30_000, 500),
       ).toBe(true);
   }, 120_000);
+
+  it("kube-proxy programs the API server's Service with the image's nft, as kubeadm's DaemonSet runs it", async () => {
+    // The Node the kubelet would register, with the address kube-proxy takes as its own.
+    const node = { apiVersion: "v1", kind: "Node", metadata: { name: "node" } };
+    const created = await ns.exec("curl", [
+      ...["-s", "-m", "5", "--cacert", join(kubernetesDir, "pki/ca.crt")],
+      ...["--cert", join(kubernetesDir, "pki/admin.crt"), "--key", join(kubernetesDir, "pki/admin.key")],
+      ...["-H", "Content-Type: application/json", "-w", "\n%{http_code}"],
+      ...[
+        "-d",
+        JSON.stringify({ ...node, status: { addresses: [{ type: "InternalIP", address: NODE_IP }] } }),
+      ],
+      `https://${NODE_IP}:6443/api/v1/nodes`,
+    ]);
+    expect(created.stdout.split("\n").pop()).toBe("201");
+    // kubeadm's kube-proxy volume (its ConfigMap) at /var/lib/kube-proxy; the lab's configuration
+    // (nftables, nothing machine-wide); kubeadm's command. kubeadm's DaemonSet is privileged: here
+    // it has the runtime's default capabilities and NET_ADMIN, which programming nftables takes.
+    const config = join(dir, "kube-proxy");
+    mkdirSync(config);
+    writeFileSync(
+      join(config, "config.conf"),
+      kubeProxyConfig({
+        nodeName: "node",
+        kubeconfig: "/var/lib/kube-proxy/kubeconfig.conf",
+        clusterCidr: "10.244.0.0/16",
+      }),
+    );
+    writeFileSync(join(config, "kubeconfig.conf"), readFileSync(join(kubernetesDir, "proxy.conf")));
+    const log = await start(
+      "kube-proxy",
+      ["/usr/local/bin/kube-proxy", "--config=/var/lib/kube-proxy/config.conf", "--hostname-override=node"],
+      { [config]: "/var/lib/kube-proxy" },
+      ["CAP_NET_ADMIN"],
+    );
+    await serving("kube-proxy", "http://127.0.0.1:10256/healthz", log, 30_000);
+    // The default/kubernetes Service (10.96.0.1:443) to the API server's endpoint, in the
+    // namespace's nftables, as the image's nft wrote it.
+    let table = "";
+    const programmed = await waitUntil(
+      async () => {
+        table = (await ns.exec("nft", ["list", "table", "ip", "kube-proxy"])).stdout;
+        return table.includes("10.96.0.1") && table.includes(`dnat to ${NODE_IP}:6443`);
+      },
+      30_000,
+      500,
+    );
+    expect({ programmed, table: programmed ? "" : table }).toEqual({ programmed: true, table: "" });
+  }, 90_000);
 });

@@ -75,3 +75,4 @@ export {
   type LabImageName,
 } from "./node/labImages.ts";
 export type { Taint } from "./node/kubeletConfig.ts";
+export { kubeProxyConfig } from "./node/kubeProxyConfig.ts";
