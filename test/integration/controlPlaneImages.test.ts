@@ -5,7 +5,8 @@
 // command by the name kubeadm's manifests give it (`etcd`, `kube-apiserver`, ... found on the
 // image's PATH; `/usr/local/bin/kube-proxy`). Then the control plane runs from them in the test's
 // namespace with kubeadm's flags and hostPath folders, each serving kubeadm's probes: etcd, the API
-// server storing in it, the controller manager and scheduler taking their leases through it.
+// server storing in it, the controller manager and scheduler taking their leases through it, and
+// kube-proxy writing the API server's Service into the namespace's nftables with the image's nft.
 import { execFileSync } from "node:child_process";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
