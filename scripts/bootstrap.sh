@@ -11,6 +11,7 @@ here=$(dirname "${BASH_SOURCE[0]}")
 . "$here/bootstrap/kubernetes.sh"
 . "$here/bootstrap/cni.sh"
 . "$here/bootstrap/flannel.sh"
+. "$here/bootstrap/etcd.sh"
 . "$here/bootstrap/bird.sh"
 . "$here/bootstrap/debBinary.sh"
 . "$here/bootstrap/nginx.sh"
@@ -38,6 +39,7 @@ install_pulumi
 install_kubernetes
 install_cni_plugins
 install_flannel
+install_etcd
 install_bird
 install_nginx
 install_docker_registry
@@ -46,4 +48,5 @@ install_moto
 install_pulumi_plugins
 install_npm_dependencies
 install_images
+install_control_plane_images
 say "all tools ready in $((SECONDS - start)) s (cache: $PLB_CACHE)"

@@ -31,6 +31,7 @@ import { ApiBridge } from "../harness/netns/apiBridge.ts";
 import { builtImage, type BuiltImage } from "../harness/oci/lbImageRootfs.ts";
 import { unpackOciArchive, type UnpackedImage } from "../harness/oci/ociArchive.ts";
 import { RuncContainer, type RuncContainerOptions } from "../harness/oci/runcContainer.ts";
+import { TestContainerd } from "../harness/oci/testContainerd.ts";
 import { repoRoot } from "../harness/repoRoot.ts";
 import { createLbService } from "../harness/lbServices.ts";
 import { testKubeConfig, testKubeconfig } from "../harness/testEnv.ts";
@@ -365,52 +366,22 @@ describe("npm run image -- --push", () => {
 
 describe("npm run image -- --load", () => {
   it("imports the image into a containerd under its name, digest unchanged", async () => {
-    // A containerd of the test's own (root, state and socket in a temporary folder), with only what
-    // an import needs: no CRI, no /opt plugin.
-    const dir = join(imageDir!, "containerd");
-    mkdirSync(dir, { recursive: true });
-    const socket = join(dir, "containerd.sock");
-    const disabled = ["grpc.v1.cri", "internal.v1.opt", "snapshotter.v1.aufs", "snapshotter.v1.btrfs"];
-    disabled.push(
-      "snapshotter.v1.devmapper",
-      "snapshotter.v1.zfs",
-      "tracing.processor.v1.otlp",
-      "internal.v1.tracing",
-    );
-    writeFileSync(
-      join(dir, "config.toml"),
-      [
-        "version = 2",
-        `root = "${dir}/root"`,
-        `state = "${dir}/state"`,
-        `disabled_plugins = [${disabled.map((p) => `"io.containerd.${p}"`).join(", ")}]`,
-        "[grpc]",
-        `  address = "${socket}"`,
-        "[ttrpc]",
-        `  address = "${socket}.ttrpc"`,
-        "",
-      ].join("\n"),
-    );
-    const containerd = await ns.spawn("containerd", "containerd", ["--config", join(dir, "config.toml")]);
+    const containerd = await TestContainerd.start(ns, join(imageDir!, "containerd"), "plb-test");
     try {
-      expect(await waitUntil(() => existsSync(socket), 30_000, 100)).toBe(true);
       const load = await execCommand(
         "bash",
-        [join(repoRoot(), "lb-image/image/build.sh"), "--load", `${socket},plb-test`],
+        [
+          join(repoRoot(), "lb-image/image/build.sh"),
+          "--load",
+          `${containerd.socket},${containerd.namespace}`,
+        ],
         { timeoutMs: 120_000 },
       );
       expect({ code: load.code, stderr: load.code === 0 ? "" : load.stderr }).toEqual({
         code: 0,
         stderr: "",
       });
-      const images = await execCommand("ctr", [
-        "--address",
-        socket,
-        "--namespace",
-        "plb-test",
-        "images",
-        "ls",
-      ]);
+      const images = await containerd.ctr(["images", "ls"]);
       const row = images.stdout.split("\n").find((l) => l.startsWith(`${built.ref} `));
       expect(row?.split(/\s+/)[2]).toBe(built.digest);
     } finally {

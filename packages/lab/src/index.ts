@@ -29,6 +29,7 @@ export {
   type ControlPlaneState,
 } from "./controlPlane/controlPlane.ts";
 export { issueClientCert, makePki } from "./controlPlane/certificates.ts";
+export { renderKubeconfig } from "./controlPlane/kubeconfig.ts";
 export {
   isLabId,
   NetnsError,
@@ -63,5 +64,15 @@ export { nodeLayout, NodeLayoutError, type NodeLayout } from "./node/nodeLayout.
 export { writeNodeCredentials } from "./node/nodeCredentials.ts";
 export { cgroupPids, reapStaleNodeCgroups } from "./node/nodeCgroups.ts";
 export { KUBELET_KERNEL_SETTINGS, MOUNT_NAMESPACE_HOLDER, enterNode } from "./node/nodeMountNamespace.ts";
-export { labImage, labNodeImages, type LabImage, type LabImageName } from "./node/labImages.ts";
+export {
+  CONTROL_PLANE_IMAGE_NAMES,
+  CONTROL_PLANE_IMAGE_REPOSITORY,
+  controlPlaneImages,
+  labImage,
+  labNodeImages,
+  type ControlPlaneImageName,
+  type LabImage,
+  type LabImageName,
+} from "./node/labImages.ts";
 export type { Taint } from "./node/kubeletConfig.ts";
+export { kubeProxyConfig } from "./node/kubeProxyConfig.ts";

@@ -8,13 +8,4 @@
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 [ $# -eq 5 ] || { echo "usage: $0 FLANNELD OUT.tar REF EPOCH LOG" >&2; exit 2; }
-flanneld=$1 out=$2 ref=$3 epoch=$4 log=$5
-"$flanneld" --version >/dev/null
-. "$here/../debianRootfs.sh"
-rootfs=$(mktemp -d "${TMPDIR:-/tmp}/flannel-rootfs.XXXXXX")
-trap 'rm -rf "$rootfs"' EXIT
-rmdir "$rootfs"
-export SOURCE_DATE_EPOCH=$epoch
-debian_rootfs "$rootfs" "$log" "$here/debian-packages"
-"$here/../ociImage.sh" --rootfs "$rootfs" --add "$flanneld:/opt/bin/flanneld" --out "$out" --ref "$ref" \
-  --timestamp "$epoch" --entrypoint '["/opt/bin/flanneld"]'
+exec "$here/../debianImage.sh" "$1" /opt/bin/flanneld "$here/debian-packages" "${@:2}"

@@ -1,6 +1,7 @@
 // The images the lab's nodes run, each imported into every node's containerd under the name pods use
 // (no registry is reachable or needed): the lab's own (scripts/bootstrap/images.sh builds them;
-// scripts/toolenv.sh names each one's archive and reference) and this checkout's LB image.
+// scripts/toolenv.sh names each one's archive and reference) and this checkout's LB image. Beside
+// them, the control plane kubeadm deploys, for machines that run the onprem bootstrap script.
 import { existsSync } from "node:fs";
 import { builtLbImage } from "../builtLbImage.ts";
 
@@ -11,11 +12,28 @@ export interface LabImage {
   ref: string;
 }
 
+/**
+ * Where the control-plane images are named: kubeadm's `imageRepository` that finds them (each is
+ * `<repository>/<name>:<kubeadm's tag>`, as `kubeadm config images list` names it).
+ */
+export const CONTROL_PLANE_IMAGE_REPOSITORY = "localhost/portable-lb";
+
+/** kubeadm's control plane and node proxy (coredns is the cluster's; pause is the lab's). */
+export const CONTROL_PLANE_IMAGE_NAMES = [
+  "kube-apiserver",
+  "kube-controller-manager",
+  "kube-scheduler",
+  "kube-proxy",
+  "etcd",
+] as const;
+
+export type ControlPlaneImageName = (typeof CONTROL_PLANE_IMAGE_NAMES)[number];
+
 /** pause: the pod sandbox; flannel: its DaemonSet; busybox: the demo web app and the node tests. */
-export type LabImageName = "pause" | "flannel" | "busybox";
+export type LabImageName = "pause" | "flannel" | "busybox" | ControlPlaneImageName;
 
 export function labImage(name: LabImageName, env: NodeJS.ProcessEnv = process.env): LabImage {
-  const key = `PORTABLE_LB_${name.toUpperCase()}_IMAGE`;
+  const key = `PORTABLE_LB_${name.toUpperCase().replaceAll("-", "_")}_IMAGE`;
   const archive = env[`${key}_ARCHIVE`];
   const ref = env[`${key}_REF`];
   if (!archive || !ref || !existsSync(archive))
@@ -28,4 +46,9 @@ export function labImage(name: LabImageName, env: NodeJS.ProcessEnv = process.en
 /** Every image a lab node imports. */
 export function labNodeImages(): LabImage[] {
   return [labImage("pause"), labImage("flannel"), labImage("busybox"), builtLbImage()];
+}
+
+/** The control-plane images, to import into a machine's containerd before `kubeadm init`/`join`. */
+export function controlPlaneImages(env: NodeJS.ProcessEnv = process.env): LabImage[] {
+  return CONTROL_PLANE_IMAGE_NAMES.map((name) => labImage(name, env));
 }
