@@ -12,6 +12,7 @@ here=$(dirname "${BASH_SOURCE[0]}")
 . "$here/bootstrap/cni.sh"
 . "$here/bootstrap/flannel.sh"
 . "$here/bootstrap/etcd.sh"
+. "$here/bootstrap/coredns.sh"
 . "$here/bootstrap/bird.sh"
 . "$here/bootstrap/debBinary.sh"
 . "$here/bootstrap/nginx.sh"
@@ -40,6 +41,7 @@ install_kubernetes
 install_cni_plugins
 install_flannel
 install_etcd
+install_coredns
 install_bird
 install_nginx
 install_docker_registry

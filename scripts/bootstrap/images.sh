@@ -10,12 +10,12 @@
 LAB_IMAGES=(pause flannel busybox)
 # Named as `kubeadm config images list` names them, so kubeadm with imageRepository
 # localhost/portable-lb finds them (coredns is left to the cluster, pause is the lab's).
-CONTROL_PLANE_IMAGES=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy etcd)
+CONTROL_PLANE_IMAGES=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy etcd coredns)
 
 # lab_image_sources NAME: the files that make lab image NAME (its cache key covers them)
 lab_image_sources() {
   case $1 in
-  kube-apiserver | kube-controller-manager | kube-scheduler | etcd) echo "scripts/image/control-plane scripts/image/ociImage.sh" ;;
+  kube-apiserver | kube-controller-manager | kube-scheduler | etcd | coredns) echo "scripts/image/control-plane scripts/image/ociImage.sh" ;;
   flannel | kube-proxy) echo "scripts/image/$1 scripts/image/debianImage.sh scripts/image/ociImage.sh scripts/image/debianRootfs.sh" ;;
   *) echo "scripts/image/$1 scripts/image/ociImage.sh scripts/image/debianRootfs.sh" ;;
   esac
@@ -31,6 +31,7 @@ lab_image_tool() {
     echo "kubernetes $KUBERNETES_VERSION $(dpkg-query -W -f='${Package} ${Version} ' libc6 ca-certificates 2>/dev/null)" ;;
   kube-proxy) echo "kubernetes $KUBERNETES_VERSION" ;;
   etcd) echo "etcd $ETCD_VERSION $(dpkg-query -W -f='${Package} ${Version}' ca-certificates 2>/dev/null)" ;;
+  coredns) echo "coredns $COREDNS_VERSION $(dpkg-query -W -f='${Package} ${Version}' ca-certificates 2>/dev/null)" ;;
   esac
 }
 # lab_image_version NAME: the cache key, a hash of its sources and tool
@@ -45,6 +46,7 @@ lab_image_ref() {
   case $1 in
   kube-*) echo "localhost/portable-lb/$1:v$KUBERNETES_VERSION" ;;
   etcd) echo "localhost/portable-lb/$1:$ETCD_VERSION-0" ;;
+  coredns) echo "localhost/portable-lb/$1:v$COREDNS_VERSION" ;;
   *) echo "localhost/portable-lb/$1:$(lab_image_version "$1")" ;;
   esac
 }
@@ -64,6 +66,7 @@ build_lab_image() {
   kube-apiserver | kube-controller-manager | kube-scheduler)
     script=control-plane args=("$name" "$(tool_dir kubernetes "$KUBERNETES_VERSION")/bin/$name" "$out" "$ref" "${epoch:-0}") ;;
   etcd) script=control-plane args=("$name" "$(tool_dir etcd "$ETCD_VERSION")/bin/etcd" "$out" "$ref" "${epoch:-0}") ;;
+  coredns) script=control-plane args=("$name" "$(tool_dir coredns "$COREDNS_VERSION")/bin/coredns" "$out" "$ref" "${epoch:-0}") ;;
   kube-proxy) args=("$(tool_dir kubernetes "$KUBERNETES_VERSION")/bin/kube-proxy" "$out" "$ref" "${epoch:-0}" "$log.debian") ;;
   esac
   "$REPO_ROOT/scripts/image/$script/build.sh" "${args[@]}" >"$2/digest" 2>>"$log" ||

@@ -123,8 +123,8 @@ describe("the control-plane images", () => {
       .split("\n")
       .filter(Boolean);
     const ours = controlPlaneImages().map((i) => i.ref);
-    // coredns is the cluster's addon and pause the node's sandbox image: not ours to build here.
-    expect(wanted.filter((ref) => !/\/(coredns|pause):/.test(ref)).sort()).toEqual([...ours].sort());
+    // pause is the node's sandbox image: the lab's own, which a machine tags with kubeadm's name.
+    expect(wanted.filter((ref) => !/\/pause:/.test(ref)).sort()).toEqual([...ours].sort());
     const imported = (await containerd.ctr(["images", "ls", "--quiet"])).stdout.split("\n");
     expect(imported).toEqual(expect.arrayContaining(ours));
   });
@@ -147,6 +147,19 @@ describe("the control-plane images", () => {
     const tag = labImage("etcd").ref.split(":").pop()!;
     expect(r.stdout).toContain(`etcd Version: ${tag.replace(/-\d+$/, "")}\n`);
     expect(r.stdout).toMatch(/^Git SHA: [0-9a-f]{7}$/m);
+  });
+
+  it("coredns runs at upstream's path as nonroot, at the version kubeadm deploys", async () => {
+    const r = await run("coredns", ["/coredns", "-version"]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain(`CoreDNS-${labImage("coredns").ref.split(":v").pop()!}\n`);
+    // As upstream's image: its entrypoint, and distroless' nonroot user (port 53 by its capability).
+    const { config } = JSON.parse(
+      execFileSync("skopeo", ["inspect", "--config", `oci-archive:${labImage("coredns").archive}`], {
+        encoding: "utf8",
+      }),
+    ) as { config: { User?: string; Entrypoint?: string[] } };
+    expect(config).toMatchObject({ User: "65532:65532", Entrypoint: ["/coredns"] });
   });
 
   it("kube-proxy runs at upstream's path, with the netfilter tools its proxy modes exec", async () => {

@@ -62,8 +62,21 @@ export { freePort } from "./ports.ts";
 export { KubeletNode, KubeletNodeError, type KubeletNodeSpec, type NodeProcess } from "./node/kubeletNode.ts";
 export { nodeLayout, NodeLayoutError, type NodeLayout } from "./node/nodeLayout.ts";
 export { writeNodeCredentials } from "./node/nodeCredentials.ts";
-export { cgroupPids, reapStaleNodeCgroups } from "./node/nodeCgroups.ts";
-export { KUBELET_KERNEL_SETTINGS, MOUNT_NAMESPACE_HOLDER, enterNode } from "./node/nodeMountNamespace.ts";
+export {
+  cgroupPids,
+  createCgroupRoot,
+  nodeCgroupRoot,
+  reapStaleNodeCgroups,
+  removeCgroupRoot,
+} from "./node/nodeCgroups.ts";
+export {
+  KUBELET_KERNEL_SETTINGS,
+  MOUNT_NAMESPACE_HOLDER,
+  enterNode,
+  prepareMountNamespace,
+} from "./node/nodeMountNamespace.ts";
+export { cniTemplate, containerdConfig } from "./node/containerdConfig.ts";
+export { kubeletConfig } from "./node/kubeletConfig.ts";
 export {
   CONTROL_PLANE_IMAGE_NAMES,
   CONTROL_PLANE_IMAGE_REPOSITORY,

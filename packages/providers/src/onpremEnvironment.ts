@@ -5,6 +5,11 @@ import { z } from "zod";
 import { bgpPeersSchema, clusterNameSchema, lbTaintSchema } from "./environmentFields.ts";
 import { NODE_ROLES, type EnvironmentPlan } from "./provider.ts";
 
+/** A Go duration as Kubernetes configurations take it: 0s, 24h0m0s, 90s. */
+const duration = z
+  .string()
+  .regex(/^(0|([0-9]+(h|m|s))+)$/, { error: "must be a duration like 0s, 90s or 24h0m0s" });
+
 export const onpremEnvironmentSchema = z
   .strictObject({
     kind: z.literal("onprem"),
@@ -57,6 +62,20 @@ export const onpremEnvironmentSchema = z
           .string()
           .regex(/^(\/[A-Za-z0-9._-]+)+$/, {
             error: "must be an absolute path, e.g. /etc/kubernetes/patches",
+          })
+          .optional(),
+        /** What kube-proxy leaves alone here (machines in containers, or tuned by the site). */
+        kubeProxy: z
+          .strictObject({
+            conntrack: z
+              .strictObject({
+                maxPerCore: z.number().int().min(0).optional(),
+                min: z.number().int().min(0).optional(),
+                tcpEstablishedTimeout: duration.optional(),
+                tcpCloseWaitTimeout: duration.optional(),
+              })
+              .optional(),
+            oomScoreAdj: z.number().int().min(-1000).max(1000).optional(),
           })
           .optional(),
       })

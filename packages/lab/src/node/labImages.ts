@@ -18,13 +18,14 @@ export interface LabImage {
  */
 export const CONTROL_PLANE_IMAGE_REPOSITORY = "localhost/portable-lb";
 
-/** kubeadm's control plane and node proxy (coredns is the cluster's; pause is the lab's). */
+/** kubeadm's control plane, node proxy and cluster DNS (pause is the lab's, under kubeadm's name). */
 export const CONTROL_PLANE_IMAGE_NAMES = [
   "kube-apiserver",
   "kube-controller-manager",
   "kube-scheduler",
   "kube-proxy",
   "etcd",
+  "coredns",
 ] as const;
 
 export type ControlPlaneImageName = (typeof CONTROL_PLANE_IMAGE_NAMES)[number];

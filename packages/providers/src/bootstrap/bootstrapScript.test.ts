@@ -58,6 +58,7 @@ const inputs: Record<string, BootstrapScriptInput> = {
       imageRepository: "registry.example.net:5000/k8s",
       cgroupV1: true,
       kubeadmPatches: "/etc/kubernetes/patches",
+      kubeProxy: { conntrack: { maxPerCore: 0, tcpEstablishedTimeout: "0s" }, oomScoreAdj: 0 },
     },
   },
 };
@@ -189,7 +190,7 @@ describe("renderBootstrapScript", () => {
 
   it("tells kubeadm of the site's machines: their image mirror, their cgroup v1, their own patches", () => {
     const site = inputs["onprem-control-plane-site"]!;
-    const [init, clusterConfig, kubelet] = kubeadmDocs(renderBootstrapScript(site)) as Record<
+    const [init, clusterConfig, kubelet, proxy] = kubeadmDocs(renderBootstrapScript(site)) as Record<
       string,
       unknown
     >[];
@@ -199,6 +200,12 @@ describe("renderBootstrapScript", () => {
     });
     expect(clusterConfig).toMatchObject({ imageRepository: "registry.example.net:5000/k8s" });
     expect(kubelet).toMatchObject({ cgroupDriver: "systemd", failCgroupV1: false });
+    expect(proxy).toEqual({
+      apiVersion: "kubeproxy.config.k8s.io/v1alpha1",
+      kind: "KubeProxyConfiguration",
+      conntrack: { maxPerCore: 0, tcpEstablishedTimeout: "0s" },
+      oomScoreAdj: 0,
+    });
     // A joining node skips the same check and reads the same folder; the cluster gives it the rest.
     const join = kubeadmDocs(
       renderBootstrapScript({
@@ -219,6 +226,7 @@ describe("renderBootstrapScript", () => {
     expect(plain[0]!.nodeRegistration).not.toHaveProperty("ignorePreflightErrors");
     expect(plain[1]).not.toHaveProperty("imageRepository");
     expect(plain[2]).not.toHaveProperty("failCgroupV1");
+    expect(plain).toHaveLength(3);
   });
 
   it("refuses a value that would change the script's meaning", () => {

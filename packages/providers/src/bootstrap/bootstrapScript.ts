@@ -54,6 +54,20 @@ export interface MachineSettings {
   cgroupV1?: boolean;
   /** A folder on every machine with kubeadm patches (site-specific kubelet or static pod settings). */
   kubeadmPatches?: string;
+  /**
+   * What kube-proxy must leave alone on these machines (kubeadm patches cannot reach its
+   * configuration): machines in containers, or tuned by the site, keep their machine-wide conntrack
+   * limits (0: leave as is), and a kube-proxy without CAP_SYS_RESOURCE its OOM score.
+   */
+  kubeProxy?: {
+    conntrack?: {
+      maxPerCore?: number;
+      min?: number;
+      tcpEstablishedTimeout?: string;
+      tcpCloseWaitTimeout?: string;
+    };
+    oomScoreAdj?: number;
+  };
 }
 
 const PATHS = {
@@ -166,6 +180,24 @@ function kubeadmConfig(i: BootstrapScriptInput): string[] {
     "cgroupDriver: systemd",
     // In the cluster's kubelet-config, so every joining node's kubelet gets it too.
     ...(i.machines?.cgroupV1 ? ["failCgroupV1: false"] : []),
+    ...kubeProxyConfig(i.machines?.kubeProxy),
+  ];
+}
+
+/** kube-proxy's configuration (the cluster's kube-proxy ConfigMap), where the site says anything. */
+function kubeProxyConfig(proxy: MachineSettings["kubeProxy"]): string[] {
+  if (!proxy) return [];
+  const conntrack = Object.entries(proxy.conntrack ?? {}).map(
+    ([key, value]) => `  ${key}: ${safe(`kubeProxy.conntrack.${key}`, String(value))}`,
+  );
+  return [
+    "---",
+    "apiVersion: kubeproxy.config.k8s.io/v1alpha1",
+    "kind: KubeProxyConfiguration",
+    ...(conntrack.length ? ["conntrack:", ...conntrack] : []),
+    ...(proxy.oomScoreAdj !== undefined
+      ? [`oomScoreAdj: ${safe("kubeProxy.oomScoreAdj", String(proxy.oomScoreAdj))}`]
+      : []),
   ];
 }
 

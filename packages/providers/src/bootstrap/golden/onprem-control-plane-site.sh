@@ -121,6 +121,13 @@ apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 cgroupDriver: systemd
 failCgroupV1: false
+---
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+conntrack:
+  maxPerCore: 0
+  tcpEstablishedTimeout: 0s
+oomScoreAdj: 0
 KUBEADM
 kubeadm init --config /etc/kubernetes/portable-lb-kubeadm.yaml
 echo "portable-lb: cp runs the control plane"
