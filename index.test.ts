@@ -157,6 +157,28 @@ describe("the root program on aws with BGP peers", () => {
     );
     expect(routerConfig).toContain("neighbor 10.0.0.12 peer-group portable-lb-reflectors");
   });
+
+  it("runs the route reflectors on the first two planned workers when the user names none", async () => {
+    const loadBalancer: Partial<ReturnType<typeof bgpLoadBalancer>> = bgpLoadBalancer({
+      node: "unused",
+      address: "10.0.0.99",
+    });
+    delete loadBalancer.routeReflectors;
+    const outputs = await runProgram({
+      environment: { ...environments.aws, bgp: { routers: ["10.0.0.1"] } },
+      network,
+      loadBalancer,
+    });
+    const workers = (outputs.nodes as { name: string; role: string; address: string }[]).filter(
+      (n) => n.role === "worker",
+    );
+    expect(workers).toHaveLength(2);
+    const pinned = of("kubernetes:apps/v1:Deployment")
+      .filter((d) => String(d.inputs.metadata.name).startsWith("portable-lb-rr-"))
+      .map((d) => d.inputs.spec.template.spec.nodeSelector["kubernetes.io/hostname"]);
+    expect(pinned).toEqual(workers.map((w) => w.name));
+    expect(lbConfig().bgp.routeReflectors).toEqual(workers.map((w) => w.address));
+  });
 });
 
 describe("the root program on onprem", () => {

@@ -43,4 +43,9 @@ export interface ClusterEnvironment {
    * know that direct server return works there. Unset: SNAT, which works on any cluster.
    */
   defaultForwarding?: "dsr" | "snat";
+  /**
+   * Where the route reflectors run when loadBalancer.routeReflectors is unset and routing is BGP: an
+   * environment that made the machines knows nodes that suit (provider.ts defaultRouteReflectors).
+   */
+  defaultRouteReflectors?: { node: string; address: string }[];
 }

@@ -209,7 +209,29 @@ describe("planEnvironment", () => {
 
   it("takes onprem machines as given, with the BGP routers", () => {
     const plan = planEnvironment(schema.parse(onprem()) as ProvisioningEnvironmentConfig, "10.0.0.0/24");
-    expect(planFacts(plan)).toEqual({ platform: "onprem", lbNodeCount: 2, bgp: { routers: ["10.0.0.1"] } });
+    // No worker to run a route reflector on: the user names the nodes (PortableCluster says so).
+    expect(planFacts(plan)).toEqual({
+      platform: "onprem",
+      lbNodeCount: 2,
+      bgp: { routers: ["10.0.0.1"] },
+      defaultRouteReflectors: [],
+    });
+    const withWorkers = planEnvironment(
+      schema.parse({
+        ...onprem(),
+        nodes: [
+          ...onprem().nodes,
+          { name: "w-1", host: "w1.example", address: "10.0.0.21", role: "worker" },
+          { name: "w-2", host: "w2.example", address: "10.0.0.22", role: "worker" },
+          { name: "w-3", host: "w3.example", address: "10.0.0.23", role: "worker" },
+        ],
+      }) as ProvisioningEnvironmentConfig,
+      "10.0.0.0/24",
+    );
+    expect(planFacts(withWorkers).defaultRouteReflectors).toEqual([
+      { node: "w-1", address: "10.0.0.21" },
+      { node: "w-2", address: "10.0.0.22" },
+    ]);
   });
 
   it.each<[string, Record<string, unknown>, string, string[]]>([

@@ -45,6 +45,18 @@ export function lbNodesOf(nodes: readonly NodeFact[]): NodeFact[] {
 }
 
 /**
+ * Where the route reflectors run unless the user says: the first two workers, which the clouds' plans
+ * put in different zones. Never an LB node, whose loss would take a reflector and an LB pod together,
+ * nor the control plane, tainted against such pods. None without workers (the user then names them).
+ */
+export function defaultRouteReflectors(nodes: readonly NodeFact[]): { node: string; address: string }[] {
+  return nodes
+    .filter((n) => n.role === "worker")
+    .slice(0, 2)
+    .map((n) => ({ node: n.name, address: n.address }));
+}
+
+/**
  * A cloud cluster as PortableCluster takes it: BGP where peers are given, else the cloud's routes;
  * its objects wait for the API server to be ready on the machines, and are deleted before them.
  */
@@ -68,7 +80,9 @@ export function cloudEnvironment(o: {
     kubeconfig: o.kubeconfig,
     nodes: o.plan.nodes,
     lbNodeCount: lbNodesOf(o.plan.nodes).length,
-    ...(o.plan.bgp ? { bgp: o.plan.bgp } : { cloudRoutes: o.cloudRoutes }),
+    ...(o.plan.bgp
+      ? { bgp: o.plan.bgp, defaultRouteReflectors: defaultRouteReflectors(o.plan.nodes) }
+      : { cloudRoutes: o.cloudRoutes }),
     // The machines are the wait's inputs: it is created after them and deleted before them.
     dependsOn: [ready],
   };

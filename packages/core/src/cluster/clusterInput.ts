@@ -27,7 +27,10 @@ import { resolveRoutingMode, type RoutingMode } from "./routingMode.ts";
 export const ROUTING_CHOICES = ["auto", "bgp", "cloud-routes"] as const;
 
 /** What the checks need to know of the environment: not how to reach it. */
-export type EnvironmentFacts = Pick<ClusterEnvironment, "platform" | "bgp" | "lbNodeCount" | "lbImage"> & {
+export type EnvironmentFacts = Pick<
+  ClusterEnvironment,
+  "platform" | "bgp" | "lbNodeCount" | "lbImage" | "defaultRouteReflectors"
+> & {
   cloudRoutes?: RouteTargetFacts | EnvironmentRouteTargets;
 };
 
@@ -146,7 +149,8 @@ function checkAll(
         replicas,
       ),
     );
-  const reflectors = lb?.routeReflectors ?? [];
+  // The user's, else the nodes the environment made for them.
+  const reflectors = lb?.routeReflectors ?? env.defaultRouteReflectors ?? [];
   if (lb && routingMode === "bgp") {
     if (lb.bgp?.asn === undefined)
       problems.push(
@@ -156,11 +160,13 @@ function checkAll(
           undefined,
         ),
       );
-    if (!lb.routeReflectors)
+    if (!reflectors.length)
       problems.push(
         problem(
           "loadBalancer.routeReflectors",
-          "bgp routing needs at least one route reflector (two for redundancy), e.g. [{ node: 'rr1', address: '10.0.0.5' }]",
+          env.defaultRouteReflectors
+            ? "bgp routing needs at least one route reflector, and the environment has no worker node to run one on; add workers or name the nodes, e.g. [{ node: 'rr1', address: '10.0.0.5' }]"
+            : "bgp routing needs at least one route reflector (two for redundancy), e.g. [{ node: 'rr1', address: '10.0.0.5' }]",
           undefined,
         ),
       );

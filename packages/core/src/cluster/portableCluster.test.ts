@@ -184,6 +184,40 @@ describe("PortableCluster", () => {
     expect(config.dataPlane.mode).toBe(expected);
   });
 
+  it.each<[string, boolean, string[]]>([
+    ["the environment's nodes where the user names none", false, ["worker-1", "worker-2"]],
+    ["the user's nodes over the environment's", true, ["rr1", "rr2"]],
+  ])("runs the route reflectors on %s", async (_what, named, expected) => {
+    const args = bgpArgs("onprem");
+    if (!named) delete args.loadBalancer.routeReflectors;
+    args.environment = {
+      ...args.environment,
+      defaultRouteReflectors: [
+        { node: "worker-1", address: "10.0.0.21" },
+        { node: "worker-2", address: "10.0.0.22" },
+      ],
+    };
+    new PortableCluster("plb", args);
+    await settled();
+    const pinned = ofType("kubernetes:apps/v1:Deployment")
+      .filter((d) => String(d.inputs.metadata.name).startsWith("portable-lb-rr-"))
+      .map((d) => d.inputs.spec.template.spec.nodeSelector["kubernetes.io/hostname"]);
+    expect(pinned).toEqual(expected);
+    // The speakers peer with exactly those.
+    expect(lbConfigJson().bgp.routeReflectors).toEqual(
+      named ? ["10.0.0.5", "10.0.0.6"] : ["10.0.0.21", "10.0.0.22"],
+    );
+  });
+
+  it("names the missing route reflectors when the environment has no node for them either", () => {
+    const args = bgpArgs("onprem");
+    delete args.loadBalancer.routeReflectors;
+    args.environment = { ...args.environment, defaultRouteReflectors: [] };
+    expect(() => new PortableCluster("plb", args)).toThrow(
+      "loadBalancer.routeReflectors: bgp routing needs at least one route reflector, and the environment has no worker node to run one on; add workers or name the nodes, e.g. [{ node: 'rr1', address: '10.0.0.5' }] (not set)",
+    );
+  });
+
   it("passes the drain settings to the LB pods and sizes their grace period from them", async () => {
     const args = bgpArgs("onprem");
     args.loadBalancer.drain = { timeoutS: 120 };

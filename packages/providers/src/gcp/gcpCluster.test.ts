@@ -128,11 +128,14 @@ describe("GcpCluster (cloud-routes: no BGP peers)", () => {
     expect(role!.inputs.permissions.every((p: string) => p.startsWith("compute.") && !p.includes("*"))).toBe(
       true,
     );
-    expect(role!.inputs.roleId).toBe("portableLb.plb.cloudRoutes");
+    // Its id ends in a suffix kept in state: GCP holds a deleted role's id for 37 days.
+    const [suffix] = of("random:index/randomId:RandomId");
+    expect(suffix!.inputs).toEqual({ byteLength: 4 });
+    expect(role!.inputs.roleId).toBe("portableLb.plb.cloudRoutes_0a1b2c3d");
     expect(of("gcp:projects/iAMMember:IAMMember").map((m) => m.inputs)).toEqual([
       {
         project: PROJECT,
-        role: `projects/${PROJECT}/roles/portableLb.plb.cloudRoutes`,
+        role: `projects/${PROJECT}/roles/portableLb.plb.cloudRoutes_0a1b2c3d`,
         member: `serviceAccount:plb-lb-nodes@${PROJECT}.iam.gserviceaccount.com`,
       },
     ]);

@@ -4,6 +4,7 @@
 // on the project, with nothing else in the role.
 import * as gcp from "@pulumi/gcp";
 import * as pulumi from "@pulumi/pulumi";
+import * as random from "@pulumi/random";
 import { gcpCloudRoutesRole } from "@portable-lb/core";
 
 export interface GcpNodeIdentityArgs {
@@ -35,11 +36,14 @@ export class GcpNodeIdentity extends pulumi.ComponentResource {
     this.lbNodesEmail = nodes.email;
     if (args.cloudRoutes) {
       const lb = account("lb-nodes", "LB nodes (VIP routes)");
-      // Custom role ids allow letters, digits, '_' and '.'; one per cluster in a project.
-      const roleId = `portableLb.${args.clusterName.replaceAll("-", "_")}.cloudRoutes`;
+      // Custom role ids allow letters, digits, '_' and '.'; one per cluster in a project. A deleted
+      // role can be undeleted for 7 days (the provider does so on create), but its id is then taken
+      // until day 37: a suffix kept in state lets a destroyed cluster be made again meanwhile.
+      const suffix = new random.RandomId(`${name}-cloud-routes-role`, { byteLength: 4 }, child);
+      const roleId = pulumi.interpolate`portableLb.${args.clusterName.replaceAll("-", "_")}.cloudRoutes_${suffix.hex}`;
       const role = new gcp.projects.IAMCustomRole(
         `${name}-cloud-routes`,
-        gcpCloudRoutesRole({ project: args.project, roleId }),
+        { ...gcpCloudRoutesRole({ project: args.project }), roleId },
         child,
       );
       new gcp.projects.IAMMember(

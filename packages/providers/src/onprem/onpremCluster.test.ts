@@ -147,6 +147,8 @@ describe("OnpremCluster", () => {
   it("hands over the environment's BGP routers, and lets LB nodes be tainted", async () => {
     const tainted = await build({ bgp: { routers: ["10.20.0.1", "10.20.0.2"] }, lbTaint: true });
     expect(tainted.environment.bgp).toEqual({ routers: ["10.20.0.1", "10.20.0.2"] });
+    // Its one worker runs the route reflector unless the user names others.
+    expect(tainted.environment.defaultRouteReflectors).toEqual([{ node: "worker-1", address: "10.20.0.13" }]);
     expect(secretValue(command("plb-lb-1-copy").stdin)).toContain("effect: NoSchedule");
     expect(secretValue(command("plb-worker-1-copy").stdin)).not.toContain("effect: NoSchedule");
   });

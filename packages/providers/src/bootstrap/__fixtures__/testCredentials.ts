@@ -17,6 +17,7 @@ const outputs: Record<string, Record<string, unknown>> = {
   "tls:index/locallySignedCert:LocallySignedCert": { certPem: TEST_CA_CERT },
   "random:index/randomString:RandomString": { result: TEST_JOIN_TOKEN.split(".")[0] },
   "random:index/randomPassword:RandomPassword": { result: TEST_JOIN_TOKEN.split(".")[1] },
+  "random:index/randomId:RandomId": { hex: "0a1b2c3d" },
 };
 
 export function credentialOutputs(type: string): Record<string, unknown> | undefined {
