@@ -5,7 +5,7 @@
 // reach them.
 import { createServer, type AddressInfo, type Server } from "node:net";
 import * as pulumi from "@pulumi/pulumi";
-import { SSH_KEY_REQUIRED } from "@portable-lb/providers";
+import { CLOUD_DSR_BLOCKED, SSH_KEY_REQUIRED } from "@portable-lb/providers";
 import { expectApiServerWait } from "./packages/providers/src/__fixtures__/apiServerWait.ts";
 import {
   AWS_API_IP,
@@ -178,6 +178,35 @@ describe("the root program on aws with BGP peers", () => {
       .map((d) => d.inputs.spec.template.spec.nodeSelector["kubernetes.io/hostname"]);
     expect(pinned).toEqual(workers.map((w) => w.name));
     expect(lbConfig().bgp.routeReflectors).toEqual(workers.map((w) => w.address));
+  });
+
+  it("opens flannel's VXLAN port as the stack's flannel settings give it in the cloud's firewall", async () => {
+    await runProgram({
+      environment: { ...environments.aws, bgp: { routers: ["10.0.0.1"] } },
+      network,
+      flannel: { vxlan: { port: 4790 } },
+      loadBalancer: bgpLoadBalancer({ node: "plb-worker-1", address: "10.0.0.12" }),
+    });
+    const vxlan = of("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule").filter(
+      (r) => r.inputs.description === "flannel's VXLAN",
+    );
+    expect(vxlan.map((r) => [r.inputs.fromPort, r.inputs.toPort])).toEqual([[4790, 4790]]);
+  });
+
+  it("fails DSR at preview: the cluster's own machines drop replies sent from the VIP", async () => {
+    await expect(
+      runProgram({
+        environment: { ...environments.aws, bgp: { routers: ["10.0.0.1"] } },
+        network,
+        loadBalancer: {
+          ...bgpLoadBalancer({ node: "plb-worker-1", address: "10.0.0.12" }),
+          dataPlane: { mode: "dsr" },
+        },
+      }),
+    ).rejects.toThrow(
+      `loadBalancer.dataPlane.mode: dsr cannot work here: ${CLOUD_DSR_BLOCKED.aws}; use snat (got "dsr")`,
+    );
+    expect(of("aws:ec2/instance:Instance")).toEqual([]);
   });
 });
 

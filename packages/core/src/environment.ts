@@ -48,4 +48,9 @@ export interface ClusterEnvironment {
    * environment that made the machines knows nodes that suit (provider.ts defaultRouteReflectors).
    */
   defaultRouteReflectors?: { node: string; address: string }[];
+  /**
+   * Why replies a backend's node sends from the VIP are dropped here, when the environment knows it
+   * (cloud machines it made keep their anti-spoofing checks): dataPlane.mode dsr is refused with it.
+   */
+  vipSourcedRepliesDropped?: string;
 }

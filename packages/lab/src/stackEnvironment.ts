@@ -37,9 +37,16 @@ export function environmentFromConfig(config: pulumi.Config): StackEnvironment {
   if (env.kind === "kubeconfig") return resolveEnvironment(env);
   if (env.kind !== "lab") {
     const sshPrivateKey = config.getSecret("sshPrivateKey");
-    return provisionEnvironment(env, config.requireObject<ClusterNetworks>("network"), {
-      ...(sshPrivateKey && { sshPrivateKey }),
-    });
+    // The clouds' firewalls open the VXLAN port the cluster's flannel will use.
+    const vxlanPort = config.getObject<{ vxlan?: { port?: number } }>("flannel")?.vxlan?.port;
+    const network = config.requireObject<ClusterNetworks>("network");
+    return provisionEnvironment(
+      env,
+      { ...network, ...(vxlanPort !== undefined && { flannelVxlanPort: vxlanPort }) },
+      {
+        ...(sshPrivateKey && { sshPrivateKey }),
+      },
+    );
   }
   const lab = new Lab(env.name, { environment: env, network: config.requireObject("network") });
   return { ...lab.environment, kubeconfig: lab.kubeconfig, lab };

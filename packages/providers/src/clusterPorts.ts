@@ -13,15 +13,20 @@ export interface PortRange {
 const BGP: PortRange = { protocol: "tcp", from: 179, to: 179, why: "BGP sessions" };
 const BFD: PortRange = { protocol: "udp", from: 3784, to: 3785, why: "BFD (single hop and multihop)" };
 
-/** Open between the cluster's machines. */
-export const CLUSTER_PORTS: readonly PortRange[] = [
-  { protocol: "tcp", from: 6443, to: 6443, why: "the API server" },
-  { protocol: "tcp", from: 10250, to: 10250, why: "the kubelets' API (logs, exec, metrics)" },
-  // Pod traffic between nodes, VIP traffic forwarded to backends included.
-  { protocol: "udp", from: 8472, to: 8472, why: "flannel's VXLAN" },
-  { protocol: "tcp", from: 179, to: 179, why: "BGP between the LB speakers and the route reflectors" },
-  BFD,
-];
+/** flannel's VXLAN port where flannel.vxlan.port is unset (the kernel's default). */
+export const FLANNEL_VXLAN_PORT = 8472;
+
+/** Open between the cluster's machines; flannel's VXLAN on the port the cluster's flannel uses. */
+export function clusterPorts(flannelVxlanPort = FLANNEL_VXLAN_PORT): PortRange[] {
+  return [
+    { protocol: "tcp", from: 6443, to: 6443, why: "the API server" },
+    { protocol: "tcp", from: 10250, to: 10250, why: "the kubelets' API (logs, exec, metrics)" },
+    // Pod traffic between nodes, VIP traffic forwarded to backends included.
+    { protocol: "udp", from: flannelVxlanPort, to: flannelVxlanPort, why: "flannel's VXLAN" },
+    { protocol: "tcp", from: 179, to: 179, why: "BGP between the LB speakers and the route reflectors" },
+    BFD,
+  ];
+}
 
 /** Open to the upstream routers, in BGP mode: they peer with the route reflectors. */
 export const ROUTER_PORTS: readonly PortRange[] = [BGP, BFD];
@@ -41,4 +46,6 @@ export interface ClusterAccess {
   vipAccessCidrs: readonly string[];
   /** BGP mode: the upstream routers. */
   routers?: readonly string[];
+  /** flannel.vxlan.port, when set: the machines' firewall opens it instead of 8472. */
+  flannelVxlanPort?: number;
 }

@@ -3,6 +3,7 @@
 import { ConfigError, schemaProblems } from "@portable-lb/core";
 import { environmentSchemaWith, planEnvironment, planFacts } from "./environment.ts";
 import type { ProvisioningEnvironmentConfig } from "./environment.ts";
+import { CLOUD_DSR_BLOCKED } from "./provider.ts";
 
 const schema = environmentSchemaWith();
 
@@ -188,7 +189,12 @@ describe("planEnvironment", () => {
       // No BGP peers: the route table it makes is where cloud-routes writes (its id comes later).
       cloudRoutes: { cloud: "aws" },
     });
-    expect(planFacts(plan)).toEqual({ platform: "aws", lbNodeCount: 2, cloudRoutes: { cloud: "aws" } });
+    expect(planFacts(plan)).toEqual({
+      platform: "aws",
+      lbNodeCount: 2,
+      cloudRoutes: { cloud: "aws" },
+      vipSourcedRepliesDropped: CLOUD_DSR_BLOCKED.aws,
+    });
   });
 
   it("keeps GCP's one regional subnetwork and still spreads the machines over the zones", () => {

@@ -9,7 +9,7 @@ import { bgpPeersSchema } from "./environmentFields.ts";
 import { gcpEnvironmentSchema, gcpPlan, type GcpEnvironmentConfig } from "./gcpEnvironment.ts";
 import { readKubeconfig } from "./kubeconfigFile.ts";
 import { onpremEnvironmentSchema, onpremPlan, type OnpremEnvironmentConfig } from "./onpremEnvironment.ts";
-import { defaultRouteReflectors, lbNodesOf, type EnvironmentPlan } from "./provider.ts";
+import { CLOUD_DSR_BLOCKED, defaultRouteReflectors, lbNodesOf, type EnvironmentPlan } from "./provider.ts";
 
 export const kubeconfigEnvironmentSchema = z.strictObject({
   kind: z.literal("kubeconfig"),
@@ -66,6 +66,9 @@ export function planFacts(plan: EnvironmentPlan): EnvironmentFacts {
     lbNodeCount: lbNodesOf(plan.nodes).length,
     ...(plan.bgp && { bgp: plan.bgp, defaultRouteReflectors: defaultRouteReflectors(plan.nodes) }),
     ...(plan.cloudRoutes && { cloudRoutes: plan.cloudRoutes }),
+    ...((plan.platform === "aws" || plan.platform === "gcp") && {
+      vipSourcedRepliesDropped: CLOUD_DSR_BLOCKED[plan.platform],
+    }),
   };
 }
 

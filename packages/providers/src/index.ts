@@ -21,7 +21,9 @@ export { gcpEnvironmentSchema, gcpPlan, type GcpEnvironmentConfig, type GcpPlan 
 export { onpremEnvironmentSchema, onpremPlan, type OnpremEnvironmentConfig } from "./onpremEnvironment.ts";
 export { cloudNodePlan, type CloudNodePlan, type CloudSubnet } from "./cloudNodePlan.ts";
 export {
+  CLOUD_DSR_BLOCKED,
   NODE_ROLES,
+  defaultRouteReflectors,
   lbNodesOf,
   type EnvironmentPlan,
   type NodeFact,
@@ -54,7 +56,8 @@ export {
 export { ClusterCredentials, type ClusterCredentialsArgs } from "./bootstrap/clusterCredentials.ts";
 export {
   API_PORT_RANGE,
-  CLUSTER_PORTS,
+  FLANNEL_VXLAN_PORT,
+  clusterPorts,
   ROUTER_PORTS,
   vipPortRanges,
   type PortRange,

@@ -22,6 +22,15 @@ export interface NodeFact {
   zone?: string;
 }
 
+/** The networks a provisioned cluster is made on (network.nodeCidr is where its machines go). */
+export interface ClusterNetworks {
+  nodeCidr: string;
+  podCidr: string;
+  serviceCidr: string;
+  /** flannel.vxlan.port, when the cluster's flannel does not use 8472 (the clouds' firewalls open it). */
+  flannelVxlanPort?: number;
+}
+
 /** What a provisioning environment is known to be at preview, before any machine exists. */
 export interface EnvironmentPlan {
   platform: Platform;
@@ -43,6 +52,12 @@ export interface ProvisionedEnvironment extends ClusterEnvironment {
 export function lbNodesOf(nodes: readonly NodeFact[]): NodeFact[] {
   return nodes.filter((n) => n.role === "lb");
 }
+
+/** Why DSR's replies cannot leave the backends' nodes of a cloud cluster we make (awsCluster, gcpCluster). */
+export const CLOUD_DSR_BLOCKED: Record<"aws" | "gcp", string> = {
+  aws: "the aws environment's machines but the LB nodes keep EC2's source/destination check, which drops the replies a backend's node sends from the VIP",
+  gcp: "the gcp environment's machines but the LB nodes have canIpForward off, so GCP drops the replies a backend's node sends from the VIP",
+};
 
 /**
  * Where the route reflectors run unless the user says: the first two workers, which the clouds' plans
@@ -80,6 +95,7 @@ export function cloudEnvironment(o: {
     kubeconfig: o.kubeconfig,
     nodes: o.plan.nodes,
     lbNodeCount: lbNodesOf(o.plan.nodes).length,
+    vipSourcedRepliesDropped: CLOUD_DSR_BLOCKED[o.plan.platform],
     ...(o.plan.bgp
       ? { bgp: o.plan.bgp, defaultRouteReflectors: defaultRouteReflectors(o.plan.nodes) }
       : { cloudRoutes: o.cloudRoutes }),

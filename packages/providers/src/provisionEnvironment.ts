@@ -8,14 +8,9 @@ import { AwsCluster } from "./aws/awsCluster.ts";
 import type { ProvisioningEnvironmentConfig } from "./environment.ts";
 import { GcpCluster } from "./gcp/gcpCluster.ts";
 import { OnpremCluster } from "./onprem/onpremCluster.ts";
-import type { ProvisionedEnvironment } from "./provider.ts";
+import type { ClusterNetworks, ProvisionedEnvironment } from "./provider.ts";
 
-/** The networks a provisioned cluster is made on (network.nodeCidr is where its machines go). */
-export interface ClusterNetworks {
-  nodeCidr: string;
-  podCidr: string;
-  serviceCidr: string;
-}
+export type { ClusterNetworks } from "./provider.ts";
 
 /** What a kind needs besides its config, kept out of it because it is secret. */
 export interface ProvisioningSecrets {
@@ -61,10 +56,19 @@ export function provisionEnvironment(
   opts?: pulumi.ComponentResourceOptions,
 ): ProvisionedEnvironment {
   const provision = PROVISIONERS[environment.kind] as ClusterProvisioner<Kind>;
-  const { nodeCidr, podCidr, serviceCidr } = network;
+  const { nodeCidr, podCidr, serviceCidr, flannelVxlanPort } = network;
   return provision(
     environment.name,
-    { environment, network: { nodeCidr, podCidr, serviceCidr }, secrets },
+    {
+      environment,
+      network: {
+        nodeCidr,
+        podCidr,
+        serviceCidr,
+        ...(flannelVxlanPort !== undefined && { flannelVxlanPort }),
+      },
+      secrets,
+    },
     opts,
   ).environment;
 }

@@ -29,7 +29,7 @@ export const ROUTING_CHOICES = ["auto", "bgp", "cloud-routes"] as const;
 /** What the checks need to know of the environment: not how to reach it. */
 export type EnvironmentFacts = Pick<
   ClusterEnvironment,
-  "platform" | "bgp" | "lbNodeCount" | "lbImage" | "defaultRouteReflectors"
+  "platform" | "bgp" | "lbNodeCount" | "lbImage" | "defaultRouteReflectors" | "vipSourcedRepliesDropped"
 > & {
   cloudRoutes?: RouteTargetFacts | EnvironmentRouteTargets;
 };
@@ -179,6 +179,14 @@ function checkAll(
           );
       });
   }
+  if (lb?.dataPlane?.mode === "dsr" && env.vipSourcedRepliesDropped)
+    problems.push(
+      problem(
+        "loadBalancer.dataPlane.mode",
+        `dsr cannot work here: ${env.vipSourcedRepliesDropped}; use snat`,
+        "dsr",
+      ),
+    );
   const cloudRoutes = lb && routingMode && checkCloudRoutes(problems, routingMode, env, lb.cloudRoutes);
   if (problems.length || !network || !flannel || !routingMode || !lb || image === undefined)
     return { problems };

@@ -209,6 +209,22 @@ describe("PortableCluster", () => {
     );
   });
 
+  it("refuses DSR where the environment knows its network drops replies from the VIP, naming why", async () => {
+    const args = bgpArgs("aws");
+    args.loadBalancer.dataPlane = { mode: "dsr" };
+    args.environment = { ...args.environment, vipSourcedRepliesDropped: "the machines keep their checks" };
+    expect(() => new PortableCluster("plb", args)).toThrow(
+      'loadBalancer.dataPlane.mode: dsr cannot work here: the machines keep their checks; use snat (got "dsr")',
+    );
+    // SNAT there, and DSR where nothing is known against it, are accepted.
+    args.loadBalancer.dataPlane = { mode: "snat" };
+    expect(() => new PortableCluster("plb-snat", args)).not.toThrow();
+    const existing = bgpArgs("aws");
+    existing.loadBalancer.dataPlane = { mode: "dsr" };
+    expect(() => new PortableCluster("plb-existing", existing)).not.toThrow();
+    await settled();
+  });
+
   it("names the missing route reflectors when the environment has no node for them either", () => {
     const args = bgpArgs("onprem");
     delete args.loadBalancer.routeReflectors;

@@ -15,7 +15,7 @@ import {
   installCloudMocks,
 } from "../__fixtures__/cloudMocks.ts";
 import { renderCloudInit } from "../bootstrap/cloudInit.ts";
-import { CLUSTER_PORTS } from "../clusterPorts.ts";
+import { clusterPorts } from "../clusterPorts.ts";
 import { expectApiServerWait } from "../__fixtures__/apiServerWait.ts";
 import { ApiServerReady } from "../apiServer/apiServerReady.ts";
 import { AwsCluster, DEBIAN_AMI_OWNER } from "./awsCluster.ts";
@@ -43,9 +43,12 @@ const of = (type: string) => recorded.filter((r) => r.type === type);
 const instances = () => of("aws:ec2/instance:Instance");
 const roleOf = (i: { inputs: Inputs }) => i.inputs.tags["portable-lb.io/role"] as string;
 
-async function build(extra: Record<string, unknown> = {}) {
+async function build(extra: Record<string, unknown> = {}, networkExtra: Record<string, unknown> = {}) {
   recorded.length = 0;
-  const cluster = new AwsCluster("plb", { environment: environment(extra), network });
+  const cluster = new AwsCluster("plb", {
+    environment: environment(extra),
+    network: { ...network, ...networkExtra },
+  });
   await settled();
   return cluster;
 }
@@ -155,11 +158,11 @@ describe("AwsCluster (cloud-routes: no BGP peers)", () => {
     ]);
     const internal = rules.filter((r) => r.referencedSecurityGroupId !== undefined);
     expect(internal.map((r) => [r.ipProtocol, r.fromPort, r.toPort])).toEqual(
-      CLUSTER_PORTS.map((p) => [p.protocol, p.from, p.to]),
+      clusterPorts().map((p) => [p.protocol, p.from, p.to]),
     );
     expect(internal.every((r) => r.securityGroupId === "plb-firewall-nodes-id")).toBe(true);
     expect(internal.every((r) => r.referencedSecurityGroupId === "plb-firewall-nodes-id")).toBe(true);
-    expect(CLUSTER_PORTS.map((p) => `${p.protocol}/${p.from}-${p.to}`)).toEqual([
+    expect(clusterPorts().map((p) => `${p.protocol}/${p.from}-${p.to}`)).toEqual([
       "tcp/6443-6443",
       "tcp/10250-10250",
       "udp/8472-8472",
@@ -228,6 +231,17 @@ describe("AwsCluster (cloud-routes: no BGP peers)", () => {
     const awsResources = recorded.filter((r) => r.type.startsWith("aws:"));
     expect(awsResources.length).toBeGreaterThan(20);
     for (const r of awsResources) expect(r.provider).toMatch(/\$pulumi:providers:aws::plb-aws::plb-aws-id$/);
+  });
+
+  it("opens flannel's VXLAN among the machines on the port the cluster's flannel uses", async () => {
+    await build({}, { flannelVxlanPort: 4790 });
+    const udp = of("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+      .map((r) => r.inputs)
+      .filter((r) => r.referencedSecurityGroupId !== undefined && r.ipProtocol === "udp");
+    expect(udp.map((r) => [r.fromPort, r.toPort, r.description])).toEqual([
+      [4790, 4790, "flannel's VXLAN"],
+      [3784, 3785, "BFD (single hop and multihop)"],
+    ]);
   });
 
   it("looks up Debian's own image when no AMI is given", async () => {

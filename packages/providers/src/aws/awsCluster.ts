@@ -8,7 +8,12 @@ import { awsPlan, type AwsEnvironmentConfig } from "../awsEnvironment.ts";
 import { API_SERVER_PORT } from "../bootstrap/bootstrapScript.ts";
 import { renderCloudInit } from "../bootstrap/cloudInit.ts";
 import { ClusterCredentials, clusterBootstrap } from "../bootstrap/clusterCredentials.ts";
-import { cloudEnvironment, type NodeFact, type ProvisionedEnvironment } from "../provider.ts";
+import {
+  cloudEnvironment,
+  type ClusterNetworks,
+  type NodeFact,
+  type ProvisionedEnvironment,
+} from "../provider.ts";
 import { AwsNetwork } from "./awsNetwork.ts";
 import { AwsSecurityGroups } from "./awsSecurityGroups.ts";
 import { LbNodeRole } from "./lbNodeRole.ts";
@@ -21,7 +26,7 @@ const ROOT_VOLUME_GB = 20;
 export interface AwsClusterArgs {
   environment: AwsEnvironmentConfig;
   /** The cluster's networks (network.nodeCidr is the VPC's range; the pod and service CIDRs go to kubeadm). */
-  network: { nodeCidr: string; podCidr: string; serviceCidr: string };
+  network: ClusterNetworks;
 }
 
 export class AwsCluster extends pulumi.ComponentResource {
@@ -63,6 +68,9 @@ export class AwsCluster extends pulumi.ComponentResource {
         apiAccessCidrs: env.apiAccessCidrs,
         vipPorts: env.vipPorts,
         vipAccessCidrs: env.vipAccessCidrs,
+        ...(args.network.flannelVxlanPort !== undefined && {
+          flannelVxlanPort: args.network.flannelVxlanPort,
+        }),
         ...(env.bgp && { routers: env.bgp.routers }),
       },
       child,

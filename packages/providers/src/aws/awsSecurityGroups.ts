@@ -6,7 +6,7 @@ import * as aws from "@pulumi/aws";
 import * as pulumi from "@pulumi/pulumi";
 import {
   API_PORT_RANGE,
-  CLUSTER_PORTS,
+  clusterPorts,
   ROUTER_PORTS,
   vipPortRanges,
   type ClusterAccess,
@@ -61,7 +61,7 @@ export class AwsSecurityGroups extends pulumi.ComponentResource {
           child,
         );
     };
-    ingress("nodes", CLUSTER_PORTS, { group: "nodes" });
+    ingress("nodes", clusterPorts(args.flannelVxlanPort), { group: "nodes" });
     for (const router of args.routers ?? []) ingress("nodes", ROUTER_PORTS, { cidr: `${router}/32` });
     for (const cidr of args.apiAccessCidrs) ingress("control-plane", [API_PORT_RANGE], { cidr });
     for (const cidr of args.vipAccessCidrs) ingress("lb-nodes", vipPortRanges(args.vipPorts), { cidr });

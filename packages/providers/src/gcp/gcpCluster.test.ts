@@ -7,7 +7,7 @@ import { GCP_CLOUD_ROUTES_PERMISSIONS } from "@portable-lb/core";
 import { secretValue, settled, typeChain, valueOf } from "../../../../test/unit/pulumiMocks.ts";
 import { GCP_API_IP, GCP_PROJECT, installCloudMocks } from "../__fixtures__/cloudMocks.ts";
 import { testCredentialsScript } from "../bootstrap/__fixtures__/testCredentials.ts";
-import { CLUSTER_PORTS } from "../clusterPorts.ts";
+import { clusterPorts } from "../clusterPorts.ts";
 import { expectApiServerWait } from "../__fixtures__/apiServerWait.ts";
 import { ApiServerReady } from "../apiServer/apiServerReady.ts";
 import { gcpEnvironmentSchema } from "../gcpEnvironment.ts";
@@ -41,9 +41,12 @@ const instances = () =>
 const roleOf = (i: { inputs: Inputs }) => i.inputs.labels["portable-lb-role"] as string;
 const firewalls = () => of("gcp:compute/firewall:Firewall").map((f) => f.inputs);
 
-async function build(extra: Record<string, unknown> = {}) {
+async function build(extra: Record<string, unknown> = {}, networkExtra: Record<string, unknown> = {}) {
   recorded.length = 0;
-  const cluster = new GcpCluster("plb", { environment: environment(extra), network });
+  const cluster = new GcpCluster("plb", {
+    environment: environment(extra),
+    network: { ...network, ...networkExtra },
+  });
   await settled();
   return cluster;
 }
@@ -101,7 +104,7 @@ describe("GcpCluster (cloud-routes: no BGP peers)", () => {
         ],
       ],
     ]);
-    expect(CLUSTER_PORTS).toHaveLength(5);
+    expect(clusterPorts()).toHaveLength(5);
     const api = rules.filter((r) => (r.targetTags as string[]).includes("plb-control-plane"));
     expect(api.map((r) => [r.sourceRanges, r.allows])).toEqual([
       [["198.51.100.0/24"], [{ protocol: "tcp", ports: ["6443"] }]],
@@ -178,6 +181,19 @@ describe("GcpCluster (cloud-routes: no BGP peers)", () => {
     expect(of("pulumi:providers:gcp")[0]!.inputs).toMatchObject({ project: PROJECT, region: "europe-west4" });
     const gcpResources = recorded.filter((r) => r.type.startsWith("gcp:"));
     for (const r of gcpResources) expect(r.provider).toMatch(/\$pulumi:providers:gcp::plb-gcp::plb-gcp-id$/);
+  });
+});
+
+describe("GcpCluster (flannel on another VXLAN port)", () => {
+  it("opens that port among the machines instead of 8472", async () => {
+    await build({}, { flannelVxlanPort: 4790 });
+    const internal = firewalls().filter((r) => r.sourceTags !== undefined);
+    expect(internal.map((r) => r.allows)).toEqual([
+      [
+        { protocol: "tcp", ports: ["6443", "10250", "179"] },
+        { protocol: "udp", ports: ["4790", "3784-3785"] },
+      ],
+    ]);
   });
 });
 

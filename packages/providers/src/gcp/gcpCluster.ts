@@ -7,7 +7,12 @@ import * as pulumi from "@pulumi/pulumi";
 import { API_SERVER_PORT } from "../bootstrap/bootstrapScript.ts";
 import { ClusterCredentials, clusterBootstrap } from "../bootstrap/clusterCredentials.ts";
 import { gcpPlan, type GcpEnvironmentConfig } from "../gcpEnvironment.ts";
-import { cloudEnvironment, type NodeFact, type ProvisionedEnvironment } from "../provider.ts";
+import {
+  cloudEnvironment,
+  type ClusterNetworks,
+  type NodeFact,
+  type ProvisionedEnvironment,
+} from "../provider.ts";
 import { GcpFirewall, gcpNodeTags } from "./gcpFirewall.ts";
 import { GcpNetwork } from "./gcpNetwork.ts";
 import { GcpNodeIdentity } from "./gcpNodeIdentity.ts";
@@ -17,7 +22,7 @@ const BOOT_DISK_GB = 20;
 export interface GcpClusterArgs {
   environment: GcpEnvironmentConfig;
   /** network.nodeCidr is the subnetwork's range; the pod and service CIDRs go to kubeadm. */
-  network: { nodeCidr: string; podCidr: string; serviceCidr: string };
+  network: ClusterNetworks;
 }
 
 export class GcpCluster extends pulumi.ComponentResource {
@@ -60,6 +65,9 @@ export class GcpCluster extends pulumi.ComponentResource {
         apiAccessCidrs: env.apiAccessCidrs,
         vipPorts: env.vipPorts,
         vipAccessCidrs: env.vipAccessCidrs,
+        ...(args.network.flannelVxlanPort !== undefined && {
+          flannelVxlanPort: args.network.flannelVxlanPort,
+        }),
         ...(env.bgp && { routers: env.bgp.routers }),
       },
       child,

@@ -5,7 +5,7 @@ import * as gcp from "@pulumi/gcp";
 import * as pulumi from "@pulumi/pulumi";
 import {
   API_PORT_RANGE,
-  CLUSTER_PORTS,
+  clusterPorts,
   ROUTER_PORTS,
   vipPortRanges,
   type ClusterAccess,
@@ -57,7 +57,7 @@ export class GcpFirewall extends pulumi.ComponentResource {
         },
         { parent: this },
       );
-    rule("internal", CLUSTER_PORTS, { sourceTags: [tags.nodes] }, tags.nodes);
+    rule("internal", clusterPorts(args.flannelVxlanPort), { sourceTags: [tags.nodes] }, tags.nodes);
     if (args.routers?.length)
       rule("routers", ROUTER_PORTS, { sourceRanges: args.routers.map((r) => `${r}/32`) }, tags.nodes);
     rule("api", [API_PORT_RANGE], { sourceRanges: [...args.apiAccessCidrs] }, tags.controlPlane);
