@@ -42,7 +42,7 @@ let podNamespaces: Map<string, LabNamespace>;
 let proxy: TcpProxy;
 let agent: RunningNodeAgent | undefined;
 
-function start(): Promise<RunningNodeAgent> {
+function start(resyncMs = 500): Promise<RunningNodeAgent> {
   return startNodeAgent({
     config,
     kubeconfig: testKubeConfig(`https://127.0.0.1:${proxy.port}`),
@@ -52,7 +52,7 @@ function start(): Promise<RunningNodeAgent> {
     commandPrefix: ["ip", "netns", "exec", node.netns],
     httpPort: 0,
     httpHost: "127.0.0.1",
-    resyncMs: 500,
+    resyncMs,
   });
 }
 
@@ -225,6 +225,21 @@ describe("node agent in a node network namespace", () => {
     expect(await agent!.registry.getSingleMetricAsString("portable_lb_node_ip_forward")).toMatch(/ 0$/m);
     await node.sysctl("net.ipv4.ip_forward", "1");
     await settle(async () => (await readyz()) === 200);
+  });
+
+  it("hears at once from `ip monitor` of a removed route and a node that stopped forwarding, without its periodic check", async () => {
+    await agent!.stop();
+    // Its periodic check far away: only the monitor's news can bring the repairs below in time.
+    agent = await start(600_000);
+    await settle(async () => (await ourRoutes()).join() === "10.1.1.0/24>10.244.1.10,10.244.1.11");
+    await node.ip("route", "del", "10.1.1.0/24", "proto", String(NODE_ROUTE_PROTO));
+    await settle(async () => (await ourRoutes()).join() === "10.1.1.0/24>10.244.1.10,10.244.1.11", 5_000);
+    await node.sysctl("net.ipv4.ip_forward", "0");
+    await settle(async () => (await readyz()) === 503, 5_000);
+    await node.sysctl("net.ipv4.ip_forward", "1");
+    await settle(async () => (await readyz()) === 200, 5_000);
+    await agent.stop();
+    agent = await start();
   });
 
   it("hands the reflectors' BFD packets to the node to the LB pod it routes the pools to", async () => {

@@ -14,6 +14,7 @@ import type { Server } from "node:http";
 import type { Logger } from "pino";
 import { Counter, Gauge, Registry, collectDefaultMetrics } from "prom-client";
 import { CoalescingRunner } from "../common/coalescingRunner.ts";
+import { CommandMonitor } from "../common/commandMonitor.ts";
 import { startHttpServer, type ExtraEndpoint } from "../controller/httpServer.ts";
 import { withPrefix } from "../dataplane/exec.ts";
 import { serviceInformers } from "../controller/clusterWatch.ts";
@@ -41,7 +42,10 @@ export interface NodeAgentOptions {
   commandPrefix?: string[];
   httpPort?: number;
   httpHost?: string;
-  /** How often the routes and the node's forwarding are checked again without a Pod change. */
+  /**
+   * How often the routes, the node's forwarding and the BFD steering are checked again without a
+   * Pod change or news from `ip monitor` (which reports route and forwarding changes at once).
+   */
   resyncMs?: number;
   /** Direct server return's node side (see dsr/dsrApplier.ts); without it, none. */
   dsr?: NodeAgentDsr;
@@ -60,10 +64,13 @@ export interface NodeAgentDsr {
 const DEFAULT_DSR_RESYNC_MS = 10_000;
 
 // The node's table is not ours alone: a pod bridge that goes down takes the routes through it along,
-// a CNI restart recreates the bridge, and anyone with NET_ADMIN can delete a route. A periodic check
-// puts them back without waiting for a Pod change (two `ip` reads when nothing changed): the LB pod
-// withdraws its VIPs while its route is missing, and announces again once this has repaired it.
-const DEFAULT_RESYNC_MS = 2_000;
+// a CNI restart recreates the bridge, and anyone with NET_ADMIN can delete a route. `ip monitor`
+// reports such changes (and the node's forwarding turning) at once, and a run puts the routes back
+// (the LB pod withdraws its VIPs while its route is missing, and announces again once repaired).
+// The periodic check is the safety net (three reads when nothing changed): every 30 s while the
+// monitor listens, every 2 s while it is being restarted.
+const DEFAULT_RESYNC_MS = 30_000;
+const UNMONITORED_RESYNC_MS = 2_000;
 
 export interface RunningNodeAgent {
   routes: NodeRoutes;
@@ -148,8 +155,11 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<RunningNodeAg
   let routed: NodeRoute[] = [];
   // Unknown until the first run; logged when it turns (or starts) off.
   let forwarding: boolean | undefined;
+  /** When the last run started: the periodic check waits resyncMs after any run. */
+  let lastRun = performance.now();
   const runner = new CoalescingRunner(
     async () => {
+      lastRun = performance.now();
       const forwards = await nodeForwards(ip);
       if (!forwards && forwarding !== false)
         o.log.error(
@@ -194,8 +204,23 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<RunningNodeAg
     o.httpHost,
     lbPodAnswer,
   );
+  const monitor = new CommandMonitor({
+    command: [...ip, "monitor", "route", "netconf"],
+    onStart: () => runner.trigger(),
+    onLine: () => runner.trigger(),
+    onError: (err) =>
+      o.log.warn({ err }, "ip monitor stopped; checking the routes every 2 s until it is back"),
+  });
   await informers.start();
-  const resync = setInterval(() => runner.trigger(), o.resyncMs ?? DEFAULT_RESYNC_MS);
+  monitor.start();
+  const resyncMs = o.resyncMs ?? DEFAULT_RESYNC_MS;
+  const resync = setInterval(
+    () => {
+      const due = monitor.live ? resyncMs : Math.min(resyncMs, UNMONITORED_RESYNC_MS);
+      if (performance.now() - lastRun >= due) runner.trigger();
+    },
+    Math.min(resyncMs, UNMONITORED_RESYNC_MS),
+  );
   const dsrResync =
     dsrRunner && setInterval(() => dsrRunner.trigger(), o.dsr?.resyncMs ?? DEFAULT_DSR_RESYNC_MS);
   return {
@@ -206,6 +231,7 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<RunningNodeAg
     forwarding: () => forwarding === true,
     async stop() {
       clearInterval(resync);
+      monitor.stop();
       clearInterval(dsrResync);
       runner.stop();
       dsrRunner?.stop();

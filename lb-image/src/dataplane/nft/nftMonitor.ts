@@ -8,8 +8,7 @@
 // nft 1.0.6's monitor keeps its own copy of the whole ruleset (measured: ~1 KB per lookup slot,
 // 270 MB at 1,000 services × 10 endpoints), so the engine runs it only while its table is small
 // (see NFT_MONITOR_MAX_SLOTS); larger tables rely on the scheduled cheap check and full reads.
-import { spawn, type ChildProcess } from "node:child_process";
-import { createInterface } from "node:readline";
+import { CommandMonitor } from "../../common/commandMonitor.ts";
 import { NFT_TABLE } from "./nftState.ts";
 
 /** Lookup slots (summed over services) up to which the monitor runs: ~35 MB of nft's memory. */
@@ -29,61 +28,39 @@ export interface NftMonitorOptions {
 }
 
 export class NftMonitor {
-  private readonly o: NftMonitorOptions;
-  private child: ChildProcess | undefined;
-  private running = false;
-  private backoffMs = 1_000;
-  private restart: NodeJS.Timeout | undefined;
+  private readonly monitor: CommandMonitor;
 
   constructor(o: NftMonitorOptions) {
-    this.o = o;
+    let touched = false;
+    this.monitor = new CommandMonitor({
+      command: [...o.nft, "monitor"],
+      onStart: () => {
+        touched = false;
+        o.onForeignChange();
+      },
+      onLine: (line) => {
+        const generation = GENERATION.exec(line);
+        if (!generation) {
+          touched ||= line.includes(OURS);
+          return;
+        }
+        if (touched && !o.isOwn(Number(generation[1]))) o.onForeignChange();
+        touched = false;
+      },
+      ...(o.onError && { onError: o.onError }),
+      ...(o.maxBackoffMs !== undefined && { maxBackoffMs: o.maxBackoffMs }),
+    });
   }
 
   get active(): boolean {
-    return this.running;
+    return this.monitor.active;
   }
 
   start(): void {
-    if (this.running) return;
-    this.running = true;
-    this.spawn();
+    this.monitor.start();
   }
 
   stop(): void {
-    this.running = false;
-    if (this.restart) clearTimeout(this.restart);
-    this.child?.kill();
-    this.child = undefined;
-  }
-
-  private spawn(): void {
-    const [command, ...args] = this.o.nft;
-    const child = spawn(command, [...args, "monitor"], { stdio: ["ignore", "pipe", "pipe"] });
-    this.child = child;
-    const started = performance.now();
-    let touched = false;
-    // What happened before it listened may have gone unseen.
-    this.o.onForeignChange();
-    createInterface({ input: child.stdout, crlfDelay: Infinity }).on("line", (line) => {
-      const generation = GENERATION.exec(line);
-      if (!generation) {
-        touched ||= line.includes(OURS);
-        return;
-      }
-      if (touched && !this.o.isOwn(Number(generation[1]))) this.o.onForeignChange();
-      touched = false;
-    });
-    let stderr = "";
-    child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr = (stderr + d).slice(-4_096)));
-    child.on("error", (err) => this.o.onError?.(err));
-    child.on("close", (code, signal) => {
-      if (this.child !== child || !this.running) return;
-      this.o.onError?.(new Error(`nft monitor exited (${code ?? signal}): ${stderr.trim()}`));
-      // One that ran for a while died of something new: start again soon.
-      if (performance.now() - started > 10_000) this.backoffMs = 1_000;
-      this.restart = setTimeout(() => this.spawn(), this.backoffMs);
-      this.restart.unref();
-      this.backoffMs = Math.min(this.backoffMs * 2, this.o.maxBackoffMs ?? 30_000);
-    });
+    this.monitor.stop();
   }
 }
