@@ -210,6 +210,8 @@ describe("IPVS engine in a routed network (QEMU guest, Node inside)", () => {
       }
     };
     walk(dist, "/opt/plb/dataplane");
+    // What the engines share with the rest of the app (the nft engine's command monitor).
+    walk(join(repoRoot(), "lb-image/dist/common"), "/opt/plb/common");
     // The engines' one third-party dependency (the DSR tunnels parse `ip -j` with zod): ~3 MB.
     walk(join(repoRoot(), "node_modules/zod"), "/opt/plb/node_modules/zod");
     if (!files["/opt/plb/dataplane/ipvs/ipvsEngine.js"])
