@@ -1,7 +1,8 @@
 # The OCI images we build (scripts/image/ociImage.sh), for the tests and the lab: the lab's own images
 # (pause: the kubelets' pod sandbox; flannel: its DaemonSet; busybox: the demo web app and the node
 # tests' userland), the control plane kubeadm deploys (kube-apiserver, kube-controller-manager,
-# kube-scheduler, kube-proxy, etcd: for the onprem bootstrap's machines, which reach no registry) and
+# kube-scheduler, kube-proxy, etcd, coredns: for the onprem bootstrap's machines, which reach no
+# registry) and
 # the LB image (lb-image/image/build.sh, which caches its own build keyed by its inputs). Sourced by
 # toolenv.sh, which names each image's archive and reference (PORTABLE_LB_<NAME>_IMAGE_ARCHIVE /
 # _REF, NAME upper-cased with _ for -); bootstrap.sh calls install_images after the npm dependencies
@@ -9,7 +10,7 @@
 
 LAB_IMAGES=(pause flannel busybox)
 # Named as `kubeadm config images list` names them, so kubeadm with imageRepository
-# localhost/portable-lb finds them (coredns is left to the cluster, pause is the lab's).
+# localhost/portable-lb finds them (pause is the lab's, which a machine tags with kubeadm's name).
 CONTROL_PLANE_IMAGES=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy etcd coredns)
 
 # lab_image_sources NAME: the files that make lab image NAME (its cache key covers them)

@@ -9,7 +9,7 @@ import { bgpPeersSchema } from "./environmentFields.ts";
 import { gcpEnvironmentSchema, gcpPlan, type GcpEnvironmentConfig } from "./gcpEnvironment.ts";
 import { readKubeconfig } from "./kubeconfigFile.ts";
 import { onpremEnvironmentSchema, onpremPlan, type OnpremEnvironmentConfig } from "./onpremEnvironment.ts";
-import { CLOUD_DSR_BLOCKED, defaultRouteReflectors, lbNodesOf, type EnvironmentPlan } from "./provider.ts";
+import { lbNodesOf, planRouting, type EnvironmentPlan } from "./provider.ts";
 
 export const kubeconfigEnvironmentSchema = z.strictObject({
   kind: z.literal("kubeconfig"),
@@ -64,11 +64,8 @@ export function planFacts(plan: EnvironmentPlan): EnvironmentFacts {
   return {
     platform: plan.platform,
     lbNodeCount: lbNodesOf(plan.nodes).length,
-    ...(plan.bgp && { bgp: plan.bgp, defaultRouteReflectors: defaultRouteReflectors(plan.nodes) }),
+    ...planRouting(plan),
     ...(plan.cloudRoutes && { cloudRoutes: plan.cloudRoutes }),
-    ...((plan.platform === "aws" || plan.platform === "gcp") && {
-      vipSourcedRepliesDropped: CLOUD_DSR_BLOCKED[plan.platform],
-    }),
   };
 }
 

@@ -23,7 +23,6 @@ export { cloudNodePlan, type CloudNodePlan, type CloudSubnet } from "./cloudNode
 export {
   CLOUD_DSR_BLOCKED,
   NODE_ROLES,
-  defaultRouteReflectors,
   lbNodesOf,
   type EnvironmentPlan,
   type NodeFact,

@@ -72,6 +72,22 @@ export function defaultRouteReflectors(nodes: readonly NodeFact[]): { node: stri
 }
 
 /**
+ * What a plan tells PortableCluster of its routing: the BGP peers and the nodes the reflectors run on
+ * by default, and (our cloud machines) why DSR's replies would be dropped. The same at preview
+ * (planFacts) and once the machines are made.
+ */
+export function planRouting(
+  plan: EnvironmentPlan,
+): Pick<ClusterEnvironment, "bgp" | "defaultRouteReflectors" | "vipSourcedRepliesDropped"> {
+  return {
+    ...(plan.bgp && { bgp: plan.bgp, defaultRouteReflectors: defaultRouteReflectors(plan.nodes) }),
+    ...((plan.platform === "aws" || plan.platform === "gcp") && {
+      vipSourcedRepliesDropped: CLOUD_DSR_BLOCKED[plan.platform],
+    }),
+  };
+}
+
+/**
  * A cloud cluster as PortableCluster takes it: BGP where peers are given, else the cloud's routes;
  * its objects wait for the API server to be ready on the machines, and are deleted before them.
  */
@@ -95,10 +111,8 @@ export function cloudEnvironment(o: {
     kubeconfig: o.kubeconfig,
     nodes: o.plan.nodes,
     lbNodeCount: lbNodesOf(o.plan.nodes).length,
-    vipSourcedRepliesDropped: CLOUD_DSR_BLOCKED[o.plan.platform],
-    ...(o.plan.bgp
-      ? { bgp: o.plan.bgp, defaultRouteReflectors: defaultRouteReflectors(o.plan.nodes) }
-      : { cloudRoutes: o.cloudRoutes }),
+    ...planRouting(o.plan),
+    ...(!o.plan.bgp && { cloudRoutes: o.cloudRoutes }),
     // The machines are the wait's inputs: it is created after them and deleted before them.
     dependsOn: [ready],
   };

@@ -127,11 +127,14 @@ export class SshLabMachine {
 
   readonly spec: SshLabMachineSpec;
   readonly layout: NodeLayout;
+  /** What kubeadm wants as the pod sandbox image, from this machine's image repository. */
+  readonly sandboxImage: string;
   #holderPid = 0;
 
   private constructor(spec: SshLabMachineSpec) {
     this.spec = spec;
     this.layout = nodeLayout(spec.dir, spec.name, spec.scope);
+    this.sandboxImage = kubeadmImages(spec.imageRepository).find((i) => /\/pause:/.test(i))!;
   }
 
   static async start(spec: SshLabMachineSpec): Promise<SshLabMachine> {
@@ -271,11 +274,6 @@ export class SshLabMachine {
     await ctr("tag", labImage("pause").ref, this.sandboxImage);
   }
 
-  /** What kubeadm wants as the pod sandbox image, from this machine's image repository. */
-  get sandboxImage(): string {
-    return kubeadmImages(this.spec.imageRepository).find((i) => /\/pause:/.test(i))!;
-  }
-
   /** The operator's preparation, in the machine's own /etc: containerd's configuration and the kubelet patch. */
   #prepare(): void {
     const etc = this.etcChanges;
@@ -329,15 +327,8 @@ export class SshLabMachine {
     if (service) await stopProcess(service.pid, service.marker, 10_000);
     const mnt = this.#holderPid ? readMountNamespace(this.#holderPid) : undefined;
     const kept = new Set(this.processes.map((p) => p.pid));
-    if (mnt)
-      for (const pid of pidsIn(mnt).filter((p) => !kept.has(p))) {
-        try {
-          process.kill(pid, "SIGKILL");
-        } catch {
-          // gone already
-        }
-      }
-    for (const pid of cgroupPids(this.layout.cgroupRoot)) {
+    const machine = mnt ? pidsIn(mnt).filter((p) => !kept.has(p)) : [];
+    for (const pid of [...machine, ...cgroupPids(this.layout.cgroupRoot)]) {
       try {
         process.kill(pid, "SIGKILL");
       } catch {

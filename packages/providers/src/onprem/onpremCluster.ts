@@ -9,7 +9,7 @@ import { API_SERVER_PORT } from "../bootstrap/bootstrapScript.ts";
 import { BOOTSTRAP_SCRIPT_PATH } from "../bootstrap/cloudInit.ts";
 import { ClusterCredentials, clusterBootstrap } from "../bootstrap/clusterCredentials.ts";
 import { onpremPlan, type OnpremEnvironmentConfig } from "../onpremEnvironment.ts";
-import { defaultRouteReflectors, lbNodesOf, type ProvisionedEnvironment } from "../provider.ts";
+import { lbNodesOf, planRouting, type ProvisionedEnvironment } from "../provider.ts";
 
 export interface OnpremClusterArgs {
   environment: OnpremEnvironmentConfig;
@@ -88,7 +88,7 @@ export class OnpremCluster extends pulumi.ComponentResource {
       kubeconfig: this.credentials.kubeconfig(server),
       nodes: plan.nodes,
       lbNodeCount: lbNodesOf(plan.nodes).length,
-      ...(plan.bgp && { bgp: plan.bgp, defaultRouteReflectors: defaultRouteReflectors(plan.nodes) }),
+      ...planRouting(plan),
       // Nodes we bootstrap on the user's own network: connections survive LB changes (issue 16).
       defaultForwarding: "dsr",
       // The cluster's objects wait for every node to have joined.
