@@ -1,6 +1,6 @@
 // `environment` of kind "onprem": machines that exist already, reached over SSH, each with its role
 // and its address on the node network. The plan is the list itself, checked at preview.
-import { ConfigError, cidrContains, ipv4Address, problem } from "@portable-lb/core";
+import { ConfigError, cidrContains, imageRepositorySchema, ipv4Address, problem } from "@portable-lb/core";
 import { z } from "zod";
 import { bgpPeersSchema, clusterNameSchema, lbTaintSchema } from "./environmentFields.ts";
 import { NODE_ROLES, type EnvironmentPlan } from "./provider.ts";
@@ -49,12 +49,7 @@ export const onpremEnvironmentSchema = z
     machines: z
       .strictObject({
         /** A registry mirror holding kubeadm's images under their usual names, for air-gapped sites. */
-        imageRepository: z
-          .string()
-          .regex(/^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(:[0-9]{1,5})?(\/[a-z0-9]([a-z0-9._-]*[a-z0-9])?)*$/, {
-            error: "must be a registry and optional path, e.g. registry.example.net:5000/k8s",
-          })
-          .optional(),
+        imageRepository: imageRepositorySchema.optional(),
         /** The machines boot with cgroup v1 (kubelet 1.35 runs on it only when told). */
         cgroupV1: z.boolean().default(false),
         /** An absolute folder on every machine holding kubeadm patches (kubeadm's --patches). */

@@ -147,6 +147,18 @@ describe("PortableCluster's input check", () => {
       "flannel.vxlan.port: must be a whole number from 1 to 65535 (got 70000)",
     ],
     [
+      "flannel.images.repository",
+      good,
+      (a) => (a.flannel = { images: { repository: "https://mirror.local/flannel" } }),
+      'flannel.images.repository: must be a registry and optional path, e.g. registry.example.net:5000/k8s (got "https://mirror.local/flannel")',
+    ],
+    [
+      "flannel.installCni",
+      good,
+      (a) => (a.flannel = { installCni: "no" }),
+      'flannel.installCni: must be true or false (got "no")',
+    ],
+    [
       "loadBalancer.replicas",
       good,
       (a) => (a.loadBalancer.replicas = 0),

@@ -17,6 +17,7 @@ import {
   loadBalancerClassSchema,
 } from "../config/lbConfig.ts";
 import { LB_IMAGE_FIX, lbImageRef } from "../config/lbImageRef.ts";
+import { imageRepositorySchema } from "../config/imageRepository.ts";
 import type { ClusterEnvironment, EnvironmentRouteTargets, RouteTargetFacts } from "../environment.ts";
 import { flannelBackendConf, resolveFlannelBackend } from "../flannel/flannelBackend.ts";
 import { reflectorsSchema } from "../routeReflector/routeReflector.ts";
@@ -44,6 +45,16 @@ export const flannelInputSchema = z.strictObject({
     })
     .optional(),
   version: z.string().min(1).optional(),
+  /** Mirrors for flanneld's and its CNI plugin's images (air-gapped sites); the tags stay the versions'. */
+  images: z
+    .strictObject({
+      repository: imageRepositorySchema.optional(),
+      cniPluginRepository: imageRepositorySchema.optional(),
+    })
+    .optional(),
+  cniPluginVersion: z.string().min(1).optional(),
+  /** False: the machines' own CNI configuration gives pods their addresses; flannel only routes. */
+  installCni: z.boolean().optional(),
 });
 
 export const loadBalancerInputSchema = z

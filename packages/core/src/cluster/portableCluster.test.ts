@@ -94,6 +94,24 @@ describe("PortableCluster", () => {
     );
   });
 
+  it("takes flannel's mirrors, versions and whether it installs the CNI from the stack", async () => {
+    new PortableCluster("plb", {
+      ...bgpArgs("onprem"),
+      flannel: {
+        version: "v0.26.8",
+        images: { repository: "mirror.local/flannel", cniPluginRepository: "mirror.local/cni" },
+        cniPluginVersion: "v1.6.3-flannel1",
+        installCni: false,
+      },
+    });
+    await settled();
+    const spec = ofType("kubernetes:apps/v1:DaemonSet").find(
+      (d) => d.inputs.metadata.name === "kube-flannel-ds",
+    )!.inputs.spec.template.spec;
+    expect(spec.containers[0].image).toBe("mirror.local/flannel:v0.26.8");
+    expect(spec.initContainers).toEqual([]);
+  });
+
   it.each<Platform>(["aws", "gcp"])(
     "on %s without peering: cloud routes, controller only, no reflectors",
     async (platform) => {

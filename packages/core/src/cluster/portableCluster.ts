@@ -11,8 +11,7 @@ import type { DATA_PLANES, FORWARDING_MODES, SCHEDULERS, lbCloudRoutesSchema } f
 import { DEFAULT_LOAD_BALANCER_CLASS, type LbConfigInput } from "../config/lbConfig.ts";
 import type { VipPool } from "../config/vipPool.ts";
 import type { ClusterEnvironment } from "../environment.ts";
-import { Flannel } from "../flannel/flannel.ts";
-import type { VxlanOptions } from "../flannel/flannelBackend.ts";
+import { Flannel, type FlannelArgs } from "../flannel/flannel.ts";
 import { LoadBalancer } from "../loadBalancer/loadBalancer.ts";
 import { RouteReflector } from "../routeReflector/routeReflector.ts";
 import { checkClusterInput } from "./clusterInput.ts";
@@ -22,7 +21,7 @@ import type { RoutingChoice, RoutingMode } from "./routingMode.ts";
 export interface PortableClusterArgs {
   environment: ClusterEnvironment;
   network: NetworkPlanInput;
-  flannel?: { backend?: string; vxlan?: VxlanOptions; version?: string };
+  flannel?: Pick<FlannelArgs, "backend" | "vxlan" | "version" | "cniPluginVersion" | "images" | "installCni">;
   /** "auto" (default): BGP where the environment has peering, else the cloud's route table. */
   routing?: RoutingChoice;
   loadBalancer: {
@@ -101,6 +100,9 @@ export class PortableCluster extends pulumi.ComponentResource {
         ...(checked.flannel.backend !== undefined && { backend: checked.flannel.backend }),
         ...(checked.flannel.vxlan && { vxlan: checked.flannel.vxlan }),
         ...(checked.flannel.version && { version: checked.flannel.version }),
+        ...(checked.flannel.cniPluginVersion && { cniPluginVersion: checked.flannel.cniPluginVersion }),
+        ...(checked.flannel.images && { images: checked.flannel.images }),
+        ...(checked.flannel.installCni !== undefined && { installCni: checked.flannel.installCni }),
         ...(env.flannelImage && { image: env.flannelImage }),
         ...(args.skipAwait && { skipAwait: true }),
       },

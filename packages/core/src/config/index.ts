@@ -44,3 +44,4 @@ export {
   LB_STOP_TIMEOUTS,
 } from "./lbImage.ts";
 export { LB_IMAGE_FIX, lbImageRef } from "./lbImageRef.ts";
+export { imageRepositorySchema } from "./imageRepository.ts";

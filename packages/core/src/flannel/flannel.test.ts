@@ -252,6 +252,19 @@ describe("Flannel", () => {
     expect(spec.volumes.map((v: { name: string }) => v.name)).not.toContain("cni");
   });
 
+  it("leaves the CNI to the machines when told (installCni: false), on any platform; the lab can opt in", async () => {
+    await build({ platform: "onprem", installCni: false });
+    let spec = daemonSetSpec();
+    expect(spec.initContainers).toEqual([]);
+    expect(spec.volumes.map((v: { name: string }) => v.name)).toEqual(["run", "flannel-cfg", "xtables-lock"]);
+    // flanneld itself still routes: its container and mounts are unchanged.
+    expect(spec.containers[0]!.image).toBe("docker.io/flannel/flannel:v0.26.7");
+
+    await build({ platform: "lab", installCni: true });
+    spec = daemonSetSpec();
+    expect(spec.initContainers.map((c) => c.name)).toEqual(["install-cni-plugin", "install-cni"]);
+  });
+
   it("waits for the DaemonSet unless skipAwait is set", async () => {
     await build();
     expect(inputsOf("kubernetes:apps/v1:DaemonSet").metadata.annotations).toBeUndefined();

@@ -42,6 +42,13 @@ export interface FlannelArgs {
   /** Default "kube-flannel", upstream's, so flannel's docs and tools find it. */
   namespace?: string;
   images?: FlannelImages;
+  /**
+   * Whether flannel installs its CNI plugin and configuration on each node (upstream's init
+   * containers). False: the machines bring their own CNI configuration that hands pods addresses from
+   * their node's pod CIDR (bridge and host-local, as flannel's plugin delegates; e.g. containerd's
+   * `conf_template`), and flannel only routes between nodes. Default: true, except in the lab.
+   */
+  installCni?: boolean;
   /** Extra node labels the DaemonSet must match (kubernetes.io/os=linux always applies). */
   nodeSelector?: Record<string, string>;
   /**
@@ -104,7 +111,7 @@ export class Flannel extends pulumi.ComponentResource {
     const image = args.image ?? `${args.images?.repository ?? "docker.io/flannel/flannel"}:${version}`;
     const cniPluginImage = `${args.images?.cniPluginRepository ?? "docker.io/flannel/flannel-cni-plugin"}:${cniPluginVersion}`;
     const labels = standardLabels("flannel", { app: "flannel", tier: "node" });
-    const lab = args.platform === "lab";
+    const installCni = args.installCni ?? args.platform !== "lab";
     const child = { parent: this };
 
     // flanneld needs hostNetwork and NET_ADMIN, which only the "privileged" Pod Security level allows.
@@ -198,10 +205,10 @@ export class Flannel extends pulumi.ComponentResource {
               tolerations: [{ operator: "Exists", effect: "NoSchedule" }],
               nodeSelector: { "kubernetes.io/os": "linux", ...args.nodeSelector },
               serviceAccountName: this.serviceAccount.metadata.name,
-              // The lab's nodes take their pod network from containerd's CNI template instead (bridge and
-              // host-local on the node's pod CIDR, as flannel's plugin delegates to): flannel's CNI
-              // plugin is not on the Go module proxy, so the lab cannot build its image.
-              initContainers: lab
+              // Without them the nodes' own CNI configuration gives pods their addresses (installCni). The
+              // lab's nodes do so with containerd's template: flannel's CNI plugin is not on the Go
+              // module proxy, so the lab cannot build its image.
+              initContainers: !installCni
                 ? []
                 : [
                     installer("install-cni-plugin", cniPluginImage, "/flannel", "/opt/cni/bin/flannel", [
@@ -235,7 +242,7 @@ export class Flannel extends pulumi.ComponentResource {
               ],
               volumes: [
                 { name: "run", hostPath: { path: "/run/flannel" } },
-                ...(lab
+                ...(!installCni
                   ? []
                   : [
                       { name: "cni-plugin", hostPath: { path: "/opt/cni/bin" } },
