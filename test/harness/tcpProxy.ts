@@ -1,19 +1,23 @@
 // A loopback TCP proxy the test can cut and restore: how a test takes the API server away from one
 // client (the controller) without stopping the control plane other tests share. It can listen on a
-// unix socket instead, which processes in other network namespaces reach by path (netns/apiBridge.ts).
+// unix socket instead, which processes in other network namespaces reach by path (netns/apiBridge.ts),
+// and forward to one (a server inside a namespace, reached through a forwarder there).
 import { createConnection, createServer, type Server, type Socket } from "node:net";
+
+/** A TCP address, or a unix socket's path. */
+export type ProxyTarget = { host: string; port: number } | { path: string };
 
 export class TcpProxy {
   private server: Server | undefined;
   private readonly sockets = new Set<Socket>();
-  private readonly target: { host: string; port: number };
+  private readonly target: ProxyTarget;
   private readonly socketPath: string | undefined;
   port = 0;
   /** Connections accepted so far: a stopped client must stop making them. */
   accepted = 0;
 
   /** Listens on 127.0.0.1 (a free port, kept across cut/up), or on the unix socket `socketPath`. */
-  constructor(target: { host: string; port: number }, socketPath?: string) {
+  constructor(target: ProxyTarget, socketPath?: string) {
     this.target = target;
     this.socketPath = socketPath;
   }

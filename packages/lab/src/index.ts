@@ -2,6 +2,7 @@
 // Pulumi resources, and the pieces they are made of, which the tests and benchmarks drive directly:
 // the control plane, node namespaces (real Kubernetes nodes), the router and the lab's client.
 export { Lab, type LabArgs } from "./lab.ts";
+export { builtLbImage } from "./builtLbImage.ts";
 export {
   LAB_ROLE_LABEL,
   labEnvironmentSchema,
@@ -17,7 +18,7 @@ export {
   type EnvironmentConfig,
   type StackEnvironment,
 } from "./stackEnvironment.ts";
-export { curlSpread, routerNextHops } from "./labReport.ts";
+export { curlSpread, routerNextHops, type RequestPath, type Spread } from "./labReport.ts";
 export { controlPlaneDir, labDir, labNamespace } from "./ops/fabric.ts";
 export { layoutOf as labNodeLayout } from "./ops/node.ts";
 export {

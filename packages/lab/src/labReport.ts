@@ -2,9 +2,18 @@
 // route to the VIP (the ECMP paper's Fig. 12) and how requests from the client spread over LB nodes
 // and backends. The LB node of each request is the router's own choice for that request's 5-tuple
 // (`ip route get … sport P`, with the same L4 hash forwarding uses), so nothing is inferred.
-import type { LabPlan } from "./labPlan.ts";
 import { execCommand } from "./netns/netnsLab.ts";
 import { parseNextHops, type NextHop } from "./netns/frrRouter.ts";
+
+/**
+ * Where requests come from, the router they cross and the nodes behind it: the lab's plan, or a test's
+ * own network of the same shape.
+ */
+export interface RequestPath {
+  client: { netns: string; ip: string };
+  router: { netns: string; clientIface: string };
+  nodes: { name: string; ip: string }[];
+}
 
 export interface Spread {
   requests: number;
@@ -25,17 +34,17 @@ async function inNetns(netns: string, command: string, args: string[]): Promise<
 }
 
 /** The router's kernel route to `vip`: its next hops, sorted. */
-export async function routerNextHops(plan: LabPlan, vip: string): Promise<NextHop[]> {
+export async function routerNextHops(plan: Pick<RequestPath, "router">, vip: string): Promise<NextHop[]> {
   return parseNextHops(await inNetns(plan.router.netns, "ip", ["-j", "route", "show", "exact", `${vip}/32`]));
 }
 
 /** `ip route show` of the VIP on the router, as the paper prints it. */
-export function routerRouteText(plan: LabPlan, vip: string): Promise<string> {
+export function routerRouteText(plan: Pick<RequestPath, "router">, vip: string): Promise<string> {
   return inNetns(plan.router.netns, "ip", ["route", "show", "exact", `${vip}/32`]);
 }
 
 /** The LB node a request from the client with source port `sport` goes to. */
-async function nextHopFor(plan: LabPlan, vip: string, sport: number, dport: number): Promise<string> {
+async function nextHopFor(plan: RequestPath, vip: string, sport: number, dport: number): Promise<string> {
   const out = await inNetns(plan.router.netns, "ip", [
     ...["-j", "route", "get", vip, "from", plan.client.ip, "iif", plan.router.clientIface],
     ...["ipproto", "tcp", "sport", String(sport), "dport", String(dport)],
@@ -45,7 +54,7 @@ async function nextHopFor(plan: LabPlan, vip: string, sport: number, dport: numb
 }
 
 /** `count` HTTP requests from the client to the VIP, each a new connection. */
-export async function curlSpread(plan: LabPlan, vip: string, count: number, port = 80): Promise<Spread> {
+export async function curlSpread(plan: RequestPath, vip: string, count: number, port = 80): Promise<Spread> {
   const nodeByIp = new Map(plan.nodes.map((n) => [n.ip, n.name]));
   const spread: Spread = { requests: count, failed: 0, backends: {}, lbNodes: {}, errors: [] };
   for (let i = 0; i < count; i++) {

@@ -270,7 +270,8 @@ export class SshLabMachine {
         if (r.code !== 0) throw this.#failed(`'ctr images ${args.join(" ")}' failed: ${r.stderr.trim()}`);
         return r.stdout;
       });
-    for (const image of [labImage("pause"), ...(this.spec.images ?? [])]) await ctr("import", image.archive);
+    const archives = new Set([labImage("pause"), ...(this.spec.images ?? [])].map((i) => i.archive));
+    for (const archive of archives) await ctr("import", archive);
     await ctr("tag", labImage("pause").ref, this.sandboxImage);
   }
 

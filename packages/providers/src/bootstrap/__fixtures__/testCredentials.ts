@@ -32,6 +32,7 @@ export function testCredentialsScript(
   node: NodeFact,
   cluster: Pick<BootstrapScriptInput, "controlPlaneAddress" | "apiServerCertSans" | "providerId" | "machines"> & {
     network: { podCidr: string; serviceCidr: string };
+    lbTaint?: boolean;
   },
 ): string {
   return renderBootstrapScript({
@@ -45,7 +46,7 @@ export function testCredentialsScript(
     joinToken: TEST_JOIN_TOKEN,
     caCertHash: caCertHash(TEST_CA_CERT),
     ...(node.role === "control-plane" && { ca: { certPem: TEST_CA_CERT, keyPem: TEST_CA_KEY } }),
-    lbTaint: false,
+    lbTaint: cluster.lbTaint ?? false,
     ...(cluster.machines && { machines: cluster.machines }),
   });
 }

@@ -1,27 +1,37 @@
-// The onprem bootstrap for real, on two lab machines (test/harness/onprem/sshLabMachine.ts): sshd in
+// The onprem environment for real, on lab machines (test/harness/onprem/sshLabMachine.ts): sshd in
 // lab network namespaces, each machine with its own /etc, /var/lib, /run and cgroups, prepared as a
-// site's operator would (containerd, the pinned kubeadm/kubelet/kubectl, kubeadm's images in its
-// containerd because no registry is reachable, a kubeadm patch with its kubelet settings). Over real
-// SSH, with OnpremCluster's very commands, the scripts the renderer gives the control plane and an
-// LB node are copied and run: kubeadm init makes a real control plane (etcd, kube-apiserver,
-// kube-controller-manager and kube-scheduler as static pods under containerd and runc), the LB node
-// joins it with the bootstrap token and the CA hash, and the admin kubeconfig made from the cluster
-// CA (as OnpremCluster makes it, without SSH) drives the cluster. This host's cgroups are v1, so the
-// environment says machines.cgroupV1. Nothing of the host's /etc, sysctls or apt changes.
+// site's operator would (containerd, the pinned kubeadm/kubelet/kubectl, the images in its containerd
+// because no registry is reachable, a kubeadm patch with its kubelet settings). Over real SSH, with
+// OnpremCluster's very commands, the scripts the renderer gives each machine are copied and run:
+// kubeadm init makes a real control plane (etcd, kube-apiserver, kube-controller-manager and
+// kube-scheduler as static pods under containerd and runc), two LB nodes and a worker join it with the
+// bootstrap token and the CA hash, and the admin kubeconfig made from the cluster CA (as OnpremCluster
+// makes it, without SSH) drives the cluster. Then the root program deploys PortableCluster on it with
+// the real Pulumi engine (flannel host-gw, the LB pods, a route reflector, the demo web service), the
+// site's router (FRR, configured with the routerConfig output) learns the VIP with both LB nodes as
+// ECMP next hops, and a client outside reaches it. This host's cgroups are v1, so the environment says
+// machines.cgroupV1. Nothing of the host's /etc, sysctls or apt changes.
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { DEFAULT_LB_NODE_SELECTOR } from "@portable-lb/core";
+import { DEFAULT_LB_NAMESPACE, DEFAULT_LB_NODE_SELECTOR, LB_APP_LABEL } from "@portable-lb/core";
 import {
   CONTROL_PLANE_IMAGE_REPOSITORY,
+  FrrRouter,
   NetnsLab,
+  builtLbImage,
   controlPlaneImages,
+  curlSpread,
   issueClientCert,
   kubeProxyConfig,
+  labImage,
+  labNodeImages,
+  routerNextHops,
   runs,
   waitUntil,
   type LabNamespace,
+  type RequestPath,
 } from "@portable-lb/lab";
 import {
   ADMIN_GROUP,
@@ -37,11 +47,28 @@ import {
   testCredentialsScript,
 } from "../../packages/providers/src/bootstrap/__fixtures__/testCredentials.ts";
 import { MACHINE_KUBEADM_PATCHES, SshLabMachine } from "../harness/onprem/sshLabMachine.ts";
+import { repoRoot } from "../harness/repoRoot.ts";
+import { TcpProxy } from "../harness/tcpProxy.ts";
+import { TestStack } from "../harness/testStack.ts";
 
+/** The site's router and admin host: where pulumi's SSH comes from, and the BGP peer. */
 const CLIENT = "192.168.79.1";
 const CP = "192.168.79.10";
-const LB = "192.168.79.11";
+const LB1 = "192.168.79.11";
+const LB2 = "192.168.79.12";
+const W1 = "192.168.79.21";
+/** A client outside the site, behind its router. */
+const OUTSIDE = { router: "172.31.79.1", client: "172.31.79.2" };
+const MACHINES = [
+  { name: "cp", role: "control-plane", address: CP },
+  { name: "lb-1", role: "lb", address: LB1 },
+  { name: "lb-2", role: "lb", address: LB2 },
+  { name: "w-1", role: "worker", address: W1 },
+] as const;
+type MachineName = (typeof MACHINES)[number]["name"];
+const JOINING = MACHINES.filter((m) => m.role !== "control-plane");
 const network = { podCidr: "10.244.0.0/16", serviceCidr: "10.96.0.0/16" };
+const VIP_POOL = "10.1.79.0/24";
 const cgroupV1 = !existsSync("/sys/fs/cgroup/cgroup.controllers");
 /** What the lab's kube-proxies leave alone on a shared machine (kubeProxyConfig.ts says why). */
 const labProxy = JSON.parse(
@@ -68,9 +95,17 @@ const hostState = () => ({
 
 let lab: NetnsLab;
 let client: LabNamespace;
-const machine: Record<"cp" | "lb-1", SshLabMachine> = {} as never;
+let outside: LabNamespace;
+/** The router's interface toward the outside client. */
+let outsideIface = "";
+const machine = {} as Record<MachineName, SshLabMachine>;
 let keys: string;
 let kubeconfig: string;
+/** The same credentials for this host's side (the Pulumi engine): the API server through apiProxy. */
+let hostKubeconfig: string;
+let apiProxy: TcpProxy | undefined;
+let stack: TestStack | undefined;
+let router: FrrRouter | undefined;
 const hostBefore = hostState();
 
 /** ssh from the client namespace as OnpremCluster's connection would: root, the key, the host key checked. */
@@ -112,10 +147,11 @@ const kubectlUntil = async (done: (out: string) => boolean, timeoutMs: number, .
   return out;
 };
 
-const scriptFor = (name: string, role: "control-plane" | "lb", address: string) =>
+const scriptFor = ({ name, role, address }: (typeof MACHINES)[number]) =>
   testCredentialsScript(
     { name, role, address },
-    { controlPlaneAddress: CP, apiServerCertSans: [CP], network, machines },
+    // The API server's certificate also covers 127.0.0.1, where this host's engine reaches it.
+    { controlPlaneAddress: CP, apiServerCertSans: [CP, "127.0.0.1"], network, machines, lbTaint: true },
   );
 
 beforeAll(async () => {
@@ -123,17 +159,25 @@ beforeAll(async () => {
   execFileSync("ssh-keygen", ["-q", "-t", "ed25519", "-N", "", "-C", "", "-f", join(keys, "id_ed25519")]);
   lab = await NetnsLab.create("onprem");
   client = await lab.namespace("client");
-  // One segment, as a site's node network: the client (where pulumi runs) and the machines.
+  // One segment, as a site's node network: the client (where pulumi runs, and the site's router) and
+  // the machines, whose default route is that router.
   const segment = await lab.bridge(client, "nodes", `${CLIENT}/24`);
+  outside = await lab.namespace("outside");
+  const world = await lab.bridge(client, "outside", `${OUTSIDE.router}/24`);
+  outsideIface = world.name;
+  await lab.attach(world, outside, `${OUTSIDE.client}/24`);
+  await outside.route("default", OUTSIDE.router);
+  // The router forwards, and spreads flows over equal paths by their ports (what routerAdvice says).
+  await client.sysctl("net.ipv4.ip_forward", "1");
+  await client.sysctl("net.ipv4.fib_multipath_hash_policy", "1");
   const authorizedKey = readFileSync(join(keys, "id_ed25519.pub"), "utf8");
-  const images = controlPlaneImages();
+  // kubeadm's images, and what PortableCluster and the demo app run: no registry is reachable here.
+  const images = [...controlPlaneImages(), ...labNodeImages()];
   const known: string[] = [];
-  for (const [name, address] of [
-    ["cp", CP],
-    ["lb-1", LB],
-  ] as const) {
+  for (const { name, address } of MACHINES) {
     const ns = await lab.namespace(name);
     await lab.attach(segment, ns, `${address}/24`);
+    await ns.route("default", CLIENT);
     machine[name] = await SshLabMachine.start({
       name,
       scope: lab.id,
@@ -151,31 +195,45 @@ beforeAll(async () => {
   writeFileSync(join(keys, "ca.crt"), TEST_CA_CERT);
   writeFileSync(join(keys, "ca.key"), TEST_CA_KEY, { mode: 0o600 });
   const admin = await issueClientCert(keys, { name: "admin", user: "plb-admin", groups: [ADMIN_GROUP] });
-  kubeconfig = join(keys, "admin.kubeconfig");
-  writeFileSync(
-    kubeconfig,
+  const adminKubeconfig = (server: string) =>
     renderAdminKubeconfig({
       clusterName: "plb",
-      server: `https://${CP}:6443`,
+      server,
       caCertPem: TEST_CA_CERT,
       clientCertPem: readFileSync(admin.cert, "utf8"),
       clientKeyPem: readFileSync(admin.key, "utf8"),
-    }),
-    { mode: 0o600 },
-  );
+    });
+  kubeconfig = join(keys, "admin.kubeconfig");
+  writeFileSync(kubeconfig, adminKubeconfig(`https://${CP}:6443`), { mode: 0o600 });
+  // This host reaches the API server on its loopback: a forwarder in the client namespace serves a
+  // unix socket (found by path across namespaces), and a loopback proxy here forwards to it.
+  const socket = join(keys, "api.sock");
+  const forwarder = join(repoRoot(), "packages/lab/src/forwarder.ts");
+  await client.spawn("api-forwarder", process.execPath, [
+    "--disable-warning=MODULE_TYPELESS_PACKAGE_JSON",
+    forwarder,
+    ...["--listen", `unix:${socket}`, "--connect", `tcp:${CP}:6443`],
+  ]);
+  apiProxy = new TcpProxy({ path: socket });
+  const port = await apiProxy.up();
+  hostKubeconfig = join(keys, "host.kubeconfig");
+  writeFileSync(hostKubeconfig, adminKubeconfig(`https://127.0.0.1:${port}`), { mode: 0o600 });
 }, 600_000);
 
 afterAll(async () => {
+  await router?.stop();
+  await stack?.dispose();
+  await apiProxy?.cut();
   for (const m of Object.values(machine)) await m?.stop();
   await lab?.destroy();
   rmSync(keys, { recursive: true, force: true });
-}, 120_000);
+}, 180_000);
 
-describe("the onprem bootstrap over SSH on lab machines", () => {
+describe("the onprem environment on lab machines: the bootstrap over SSH, then PortableCluster", () => {
   let init: Awaited<ReturnType<typeof ssh>>;
 
   it("copies the renderer's script with OnpremCluster's command: root-only, where cloud-init keeps it", async () => {
-    const script = scriptFor("cp", "control-plane", CP);
+    const script = scriptFor(MACHINES[0]);
     const copy = await ssh(CP, COPY_SCRIPT, { input: script });
     expect(copy.stderr).toBe("");
     expect(copy.code).toBe(0);
@@ -188,10 +246,7 @@ describe("the onprem bootstrap over SSH on lab machines", () => {
     const node = { name: "cp", host: CP, address: CP, role: "control-plane" };
     const parsed = onpremEnvironmentSchema.safeParse({
       kind: "onprem",
-      nodes: [
-        { ...node, hostKey: machine.cp.hostKey },
-        { ...node, name: "lb-1", host: LB, address: LB, role: "lb" },
-      ],
+      nodes: MACHINES.map((m) => ({ ...node, ...m, host: m.address, hostKey: machine[m.name].hostKey })),
       machines,
     });
     expect(parsed.error).toBeUndefined();
@@ -258,18 +313,25 @@ describe("the onprem bootstrap over SSH on lab machines", () => {
     );
   }, 120_000);
 
-  it("joins the LB node with the bootstrap token and the CA hash: labelled as an LB node", async () => {
-    const copy = await ssh(LB, COPY_SCRIPT, { input: scriptFor("lb-1", "lb", LB) });
-    expect(copy.code).toBe(0);
-    const join_ = await ssh(LB, RUN_SCRIPT, { timeoutMs: 300_000 });
-    const output = join_.stdout + join_.stderr;
-    expect(output).not.toMatch(/\[ERROR /);
-    expect(output).toContain("This node has joined the cluster");
-    expect(output).toContain("portable-lb: lb-1 joined the cluster");
-    expect(join_.code).toBe(0);
+  it.each(JOINING)(
+    "joins $name ($role) with the bootstrap token and the CA hash",
+    async (m) => {
+      const copy = await ssh(m.address, COPY_SCRIPT, { input: scriptFor(m) });
+      expect(copy.code).toBe(0);
+      const join_ = await ssh(m.address, RUN_SCRIPT, { timeoutMs: 300_000 });
+      const output = join_.stdout + join_.stderr;
+      expect(output).not.toMatch(/\[ERROR /);
+      expect(output).toContain("This node has joined the cluster");
+      expect(output).toContain(`portable-lb: ${m.name} joined the cluster`);
+      expect(join_.code).toBe(0);
+    },
+    330_000,
+  );
+
+  it("labels and taints the LB nodes, and only them (environment.lbTaint)", async () => {
     const [key, value] = Object.entries(DEFAULT_LB_NODE_SELECTOR)[0]!;
     const lbNodes = await kubectlUntil(
-      (out) => out !== "",
+      (out) => out.split("\n").length === 2,
       60_000,
       "get",
       "nodes",
@@ -278,10 +340,22 @@ describe("the onprem bootstrap over SSH on lab machines", () => {
       "-o",
       "name",
     );
-    expect(lbNodes).toBe("node/lb-1");
-  }, 330_000);
+    expect(lbNodes.split("\n").sort()).toEqual(["node/lb-1", "node/lb-2"]);
+    const taints = await kubectl(
+      "get",
+      "nodes",
+      "-o",
+      "jsonpath={range .items[*]}{.metadata.name}={.spec.taints[*].key}{'\\n'}{end}",
+    );
+    // Kubernetes' own node.kubernetes.io/* taints (not-ready, while a kubelet starts) come and go.
+    const ours = taints
+      .split("\n")
+      .map((l) => l.replace(/ ?node\.kubernetes\.io\/[a-z-]+/g, ""))
+      .sort();
+    expect(ours).toEqual(["cp=node-role.kubernetes.io/control-plane", `lb-1=${key}`, `lb-2=${key}`, "w-1="]);
+  }, 90_000);
 
-  it("brings both nodes Ready: the kubelets run, each node has its pod CIDR from the pod network", async () => {
+  it("brings every node Ready: the kubelets run, each node has its pod CIDR from the pod network", async () => {
     const nodes = (
       await kubectlUntil(
         (out) => out.split("\n").every((l) => l.includes("=True=")),
@@ -294,14 +368,16 @@ describe("the onprem bootstrap over SSH on lab machines", () => {
     )
       .split("\n")
       .sort();
-    expect(nodes.map((l) => l.split("=").slice(0, 2).join("="))).toEqual(["cp=True", "lb-1=True"]);
+    expect(nodes.map((l) => l.split("=").slice(0, 2).join("="))).toEqual(
+      MACHINES.map((m) => `${m.name}=True`),
+    );
     for (const l of nodes) expect(l.split("=")[2]).toMatch(/^10\.244\.\d+\.0\/24$/);
   }, 200_000);
 
   it("runs kubeadm's addons from the mirror: kube-proxy on each node, CoreDNS ready through the Service network", async () => {
     // Ready: CoreDNS reached the API server through its Service address, which kube-proxy programs.
     const ready = await kubectlUntil(
-      (out) => (out.match(/^(coredns|kube-proxy)-\S+=true$/gm) ?? []).length === 4,
+      (out) => (out.match(/^(coredns|kube-proxy)-\S+=true$/gm) ?? []).length === 6,
       150_000,
       "get",
       "pods",
@@ -314,13 +390,143 @@ describe("the onprem bootstrap over SSH on lab machines", () => {
     expect(addons.map((l) => l.replace(/^(coredns|kube-proxy)-.*=/, "$1=")).sort()).toEqual([
       "coredns=true",
       "coredns=true",
-      "kube-proxy=true",
-      "kube-proxy=true",
+      ...MACHINES.map(() => "kube-proxy=true"),
     ]);
   }, 170_000);
 
+  let vip = "";
+  /** The outside client's requests cross the site's router (the client namespace) to the LB nodes. */
+  const path: RequestPath = {
+    client: { netns: "", ip: OUTSIDE.client },
+    router: { netns: "", clientIface: "" },
+    nodes: MACHINES.map((m) => ({ name: m.name, ip: m.address })),
+  };
+
+  it("deploys PortableCluster on it with pulumi up: flannel, the LB pods on the LB nodes, a reflector, the demo app", async () => {
+    const flannel = labImage("flannel").ref;
+    stack = await TestStack.create({
+      program: repoRoot(),
+      config: {
+        "portable-lb:environment": {
+          kind: "kubeconfig",
+          kubeconfig: hostKubeconfig,
+          platform: "onprem",
+          bgp: { routers: [CLIENT] },
+        },
+        "portable-lb:network": {
+          nodeCidr: "192.168.79.0/24",
+          ...network,
+          vipPools: [{ name: "web", cidr: VIP_POOL }],
+        },
+        "portable-lb:loadBalancer": {
+          replicas: 2,
+          image: builtLbImage().ref,
+          bgp: { asn: 64512 },
+          routeReflectors: [{ node: "w-1", address: W1 }],
+          // What OnpremCluster's environment defaults to (defaultForwarding).
+          dataPlane: { mode: "dsr" },
+        },
+        // The site's mirror, and the machines' own CNI configuration (containerd's template): flannel's
+        // CNI plugin cannot be built here (README, flannel).
+        "portable-lb:flannel": {
+          version: flannel.slice(flannel.lastIndexOf(":") + 1),
+          images: { repository: flannel.slice(0, flannel.lastIndexOf(":")) },
+          installCni: false,
+        },
+        "portable-lb:demoApp": { replicas: 2 },
+      },
+    });
+    // The engine waits for every DaemonSet and Deployment to be ready (no skipAwait).
+    const up = await stack.stack.up({ onOutput: () => {} });
+    expect(up.summary.result).toBe("succeeded");
+    vip = up.outputs["demoVip"]!.value as string;
+    expect(vip).toMatch(/^10\.1\.79\.\d+$/);
+    // flannel host-gw: every node routes each other node's pod CIDR to that node's address.
+    const cidrs = Object.fromEntries(
+      (
+        await kubectl(
+          "get",
+          "nodes",
+          "-o",
+          "jsonpath={range .items[*]}{.metadata.name}={.spec.podCIDR}{'\\n'}{end}",
+        )
+      )
+        .split("\n")
+        .map((l) => l.split("=") as [string, string]),
+    );
+    for (const m of MACHINES) {
+      const routes = (await machine[m.name].spec.ns.run("ip", ["-4", "route", "show"])).split("\n");
+      for (const other of MACHINES.filter((o) => o !== m))
+        expect(routes).toContainEqual(
+          expect.stringMatching(new RegExp(`^${cidrs[other.name]} via ${other.address} `)),
+        );
+    }
+    const where = (namespace: string, selector: string) =>
+      kubectl(
+        "get",
+        "pods",
+        "-n",
+        namespace,
+        "-l",
+        selector,
+        "-o",
+        "jsonpath={range .items[*]}{.spec.nodeName}={.status.phase}{'\\n'}{end}",
+      ).then((out) => out.split("\n").sort());
+    expect(await where(DEFAULT_LB_NAMESPACE, `app=${LB_APP_LABEL}`)).toEqual([
+      "lb-1=Running",
+      "lb-2=Running",
+    ]);
+  }, 900_000);
+
+  it("gives the site's router the VIP from the reflector, with both LB nodes as equal next hops", async () => {
+    path.client.netns = outside.netns;
+    path.router = { netns: client.netns, clientIface: outsideIface };
+    const config = (await stack!.stack.outputs())["routerConfig"]!.value as string;
+    router = await FrrRouter.start(client, config);
+    let hops: string[] = [];
+    await waitUntil(
+      async () => {
+        hops = (await routerNextHops(path, vip)).map((h) => h.gateway).sort();
+        return hops.length === 2;
+      },
+      90_000,
+      500,
+    );
+    expect(hops).toEqual([LB1, LB2]);
+  }, 120_000);
+
+  it("serves the VIP to a client outside the site through both LB nodes, from both backends", async () => {
+    const backends = (
+      await kubectl(
+        "get",
+        "pods",
+        "-n",
+        "demo",
+        "-o",
+        "jsonpath={range .items[*]}{.status.podIP}{'\\n'}{end}",
+      )
+    )
+      .split("\n")
+      .sort();
+    expect(backends).toHaveLength(2);
+    const spread = await curlSpread(path, vip, 40);
+    expect(spread.errors).toEqual([]);
+    expect(spread.failed).toBe(0);
+    expect(Object.keys(spread.lbNodes).sort()).toEqual(["lb-1", "lb-2"]);
+    expect(Object.keys(spread.backends).sort()).toEqual(backends);
+    // Direct server return: the worker's node agent prepared both backend pods for the VIP.
+    const metrics = await client.run("curl", [
+      "-sS",
+      "--max-time",
+      "5",
+      `http://${W1}:9152/metrics` /* ports.nodeAgent, its default */,
+    ]);
+    expect(metrics).toMatch(/^portable_lb_dsr_backend_pods 2$/m);
+    expect(metrics).toMatch(/^portable_lb_dsr_vips 1$/m);
+  }, 180_000);
+
   it("stops at its first check when run again: the machine is already part of the cluster", async () => {
-    const again = await ssh(LB, RUN_SCRIPT);
+    const again = await ssh(LB1, RUN_SCRIPT);
     expect(again.stdout).toContain("portable-lb: lb-1 is already part of the cluster");
     expect(again.code).toBe(0);
   });
