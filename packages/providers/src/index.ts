@@ -48,6 +48,12 @@ export {
 export { BOOTSTRAP_SCRIPT_PATH, renderCloudInit } from "./bootstrap/cloudInit.ts";
 export { caCertHash } from "./bootstrap/caCertHash.ts";
 export {
+  INSTANCE_METADATA_ADDRESS,
+  METADATA_GUARD_TABLE,
+  metadataGuardRules,
+  metadataGuardUnit,
+} from "./bootstrap/metadataGuard.ts";
+export {
   ADMIN_GROUP,
   renderAdminKubeconfig,
   type AdminKubeconfigInput,

@@ -12,6 +12,8 @@ import { expectGolden } from "../../../core/src/testing/golden.ts";
 import { KUBERNETES_VERSION, renderBootstrapScript, type BootstrapScriptInput } from "./bootstrapScript.ts";
 import { BOOTSTRAP_SCRIPT_PATH, renderCloudInit } from "./cloudInit.ts";
 
+import { METADATA_GUARD_UNIT, metadataGuardRules } from "./metadataGuard.ts";
+
 const GOLDEN = join(__dirname, "golden");
 const fixture = (name: string) => readFileSync(join(__dirname, "__fixtures__", name), "utf8");
 const dir = mkdtempSync(join(tmpdir(), "plb-bootstrap-"));
@@ -186,6 +188,19 @@ describe("renderBootstrapScript", () => {
     // On premises there is no instance to name.
     const onprem = registrationOf(kubeadmDocs(renderBootstrapScript(inputs["onprem-lb"]!)));
     expect(kubeletArgs(onprem)["provider-id"]).toBeUndefined();
+  });
+
+  it("keeps pods from the instance metadata on cloud machines but LB nodes, before kubeadm runs", () => {
+    const guarded = (name: string) =>
+      renderBootstrapScript(inputs[name]!).includes(metadataGuardRules().trimEnd());
+    expect(Object.keys(inputs).filter(guarded).sort()).toEqual(["aws-control-plane", "gcp-worker"]);
+    const script = renderBootstrapScript(inputs["gcp-worker"]!);
+    const unit = `systemctl enable --now ${METADATA_GUARD_UNIT}`;
+    expect(script.indexOf(unit)).toBeGreaterThan(-1);
+    expect(script.indexOf(unit)).toBeLessThan(script.indexOf("kubeadm join"));
+    // The kubelet does not start without it, at this boot or any later one.
+    expect(script).toMatch(/^RequiredBy=kubelet\.service$/m);
+    expect(script).toMatch(/^Before=kubelet\.service$/m);
   });
 
   it("tells kubeadm of the site's machines: their image mirror, their cgroup v1, their own patches", () => {

@@ -4,6 +4,7 @@
 // the clouds hand it to cloud-init (cloudInit.ts) or as a GCE startup script, unchanged.
 import { DEFAULT_LB_NODE_SELECTOR, LB_POD_SYSCTLS } from "@portable-lb/core";
 import type { NodeRole } from "../provider.ts";
+import { metadataGuardLines } from "./metadataGuard.ts";
 
 /** The nodes' Kubernetes, the lab's too (scripts/versions.env KUBERNETES_VERSION). */
 export const KUBERNETES_VERSION = "1.35.4";
@@ -299,6 +300,9 @@ export function renderBootstrapScript(i: BootstrapScriptInput): string {
     "  apt-mark hold kubelet kubeadm kubectl",
     "fi",
     ...(i.providerId ? ["", ...providerIdLines(i.providerId)] : []),
+    // A cloud instance (it has a provider ID) has a metadata service. LB nodes leave it open: in the
+    // cloud-routes mode their LB pods take their credentials from it (README, "lbTaint").
+    ...(i.providerId && i.node.role !== "lb" ? ["", ...metadataGuardLines()] : []),
     ...caLines(i),
     "",
     "# The bootstrap token is in it: readable by root only.",

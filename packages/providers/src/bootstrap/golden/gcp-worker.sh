@@ -58,6 +58,38 @@ fi
 # The cloud instance this node is: the cloud-routes mode finds it through the Node's providerID.
 PROVIDER_ID=gce://my-project-123/europe-west4-b/plb-worker-1
 
+# Pods may not read the instance metadata: it serves this script (the join token, and on the
+# control plane the CA key) and the machine's cloud credentials. Loaded at every boot before the
+# kubelet, which does not start without it.
+command -v nft >/dev/null || apt-get install -y -q nftables
+install -d -m 0755 /etc/portable-lb
+cat >/etc/portable-lb/metadata-guard.nft <<'NFT'
+table inet portable_lb_metadata_guard
+delete table inet portable_lb_metadata_guard
+table inet portable_lb_metadata_guard {
+  chain forward {
+    type filter hook forward priority filter - 10; policy accept;
+    ip daddr 169.254.169.254 udp dport 53 accept
+    ip daddr 169.254.169.254 tcp dport 53 accept
+    ip daddr 169.254.169.254 counter drop
+  }
+}
+NFT
+cat >/etc/systemd/system/portable-lb-metadata-guard.service <<'UNIT'
+[Unit]
+Description=portable-lb: keep pods from the instance metadata service
+Before=kubelet.service
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/sbin/nft -f /etc/portable-lb/metadata-guard.nft
+[Install]
+WantedBy=multi-user.target
+RequiredBy=kubelet.service
+UNIT
+systemctl daemon-reload
+systemctl enable --now portable-lb-metadata-guard.service
+
 # The bootstrap token is in it: readable by root only.
 install -m 0600 /dev/null /etc/kubernetes/portable-lb-kubeadm.yaml
 cat >/etc/kubernetes/portable-lb-kubeadm.yaml <<KUBEADM
