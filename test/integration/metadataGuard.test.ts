@@ -1,18 +1,15 @@
 // The cloud machines' metadata guard (packages/providers/src/bootstrap/metadataGuard.ts) for real: its
 // nft file loaded into a node namespace that forwards for a pod namespace behind it, with an instance
 // metadata service at its address in a namespace of its own (an HTTP server on 80, DNS on 53 over TCP
-// and UDP). The pod reaches DNS but not the HTTP API; the node itself still reaches both; loading the
-// file again replaces the table. Its systemd unit passes systemd's own checker.
+// and UDP). The pod reaches DNS but not the HTTP API, unless its address is in the set the node agent
+// keeps for LB pods in the cloud-routes mode; the node itself still reaches both; loading the file
+// again replaces the table. Its systemd unit passes systemd's own checker.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { NetnsLab, execCommand, waitUntil, type LabNamespace } from "@portable-lb/lab";
-import {
-  INSTANCE_METADATA_ADDRESS as METADATA,
-  METADATA_GUARD_TABLE,
-  metadataGuardRules,
-  metadataGuardUnit,
-} from "@portable-lb/providers";
+import { INSTANCE_METADATA_ADDRESS as METADATA, METADATA_GUARD } from "@portable-lb/core";
+import { metadataGuardRules, metadataGuardUnit } from "@portable-lb/providers";
 import { startHttpEcho } from "../harness/netns/httpClient.ts";
 
 // A UDP responder and a one-shot UDP query, in whichever namespace they are started.
@@ -75,8 +72,24 @@ describe("the metadata guard of cloud machines", () => {
     expect(await reaches(pod, 53)).toBe(true);
     expect(await asksDns(pod)).toBe(true);
     // Dropped by the guard, not lost on the way: its counter saw the packets.
-    const table = await node.run("nft", ["list", "table", "inet", METADATA_GUARD_TABLE]);
+    const table = await node.run("nft", ["list", "table", "inet", METADATA_GUARD.table]);
     expect(table).toMatch(/counter packets [1-9]\d* bytes \d+ drop/);
+  }, 30_000);
+
+  it("lets through an address in its LB pod set (the node agent's, cloud-routes mode), and only while it is there", async () => {
+    const element = (op: "add" | "delete") =>
+      node.run("nft", [
+        op,
+        "element",
+        "inet",
+        METADATA_GUARD.table,
+        METADATA_GUARD.lbPodsSet,
+        "{ 10.244.1.2 }",
+      ]);
+    await element("add");
+    expect(await reaches(pod, 80)).toBe(true);
+    await element("delete");
+    expect(await reaches(pod, 80)).toBe(false);
   }, 30_000);
 
   it("leaves the node itself (the kubelet, host-network pods) its metadata", async () => {
@@ -86,7 +99,7 @@ describe("the metadata guard of cloud machines", () => {
   it("replaces its table when loaded again (every boot, every run of the script)", async () => {
     await load();
     const tables = await node.run("nft", ["list", "tables"]);
-    expect(tables.split("\n").filter((l) => l.includes(METADATA_GUARD_TABLE))).toHaveLength(1);
+    expect(tables.split("\n").filter((l) => l.includes(METADATA_GUARD.table))).toHaveLength(1);
     expect(await reaches(pod, 80)).toBe(false);
   }, 30_000);
 

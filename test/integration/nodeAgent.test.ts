@@ -2,7 +2,8 @@
 // programs the node namespace's routes; a client sends VIP traffic to the node (as the upstream
 // router would, the node being the BGP next hop) and it must arrive at the node's ready LB pod.
 import { AppsV1Api, CoreV1Api, type V1PodSpec, type V1Pod } from "@kubernetes/client-node";
-import { LB_APP_LABEL, lbConfigSchema } from "@portable-lb/core/config";
+import { LB_APP_LABEL, METADATA_GUARD, lbConfigSchema } from "@portable-lb/core/config";
+import { metadataGuardRules } from "@portable-lb/providers";
 import type { AddressInfo } from "node:net";
 import { pino } from "pino";
 import { nodeAgentPodSpec } from "../../packages/core/src/loadBalancer/nodeAgent.ts";
@@ -42,9 +43,9 @@ let podNamespaces: Map<string, LabNamespace>;
 let proxy: TcpProxy;
 let agent: RunningNodeAgent | undefined;
 
-function start(resyncMs = 500): Promise<RunningNodeAgent> {
+function start(resyncMs = 500, agentConfig = config): Promise<RunningNodeAgent> {
   return startNodeAgent({
-    config,
+    config: agentConfig,
     kubeconfig: testKubeConfig(`https://127.0.0.1:${proxy.port}`),
     log: pino({ level: "warn" }),
     nodeName: NODE,
@@ -271,6 +272,38 @@ describe("node agent in a node network namespace", () => {
     expect(await node.run("nft", ["list", "table", "ip", BFD_STEERING_TABLE])).toContain(
       "ip daddr set 10.244.1.10",
     );
+  });
+
+  it("lets its node's LB pods, and only them, through the node's metadata guard in the cloud-routes mode", async () => {
+    // The guard as the cloud machines' bootstrap loads it.
+    await node.run("nft", ["-f", "-"], { input: metadataGuardRules() });
+    const allowed = async () =>
+      (await node.run("nft", ["-j", "list", "set", "inet", METADATA_GUARD.table, METADATA_GUARD.lbPodsSet]))
+        .match(/"elem": \[([^\]]*)\]/)?.[1]
+        ?.replace(/[" ]/g, "") ?? "";
+    try {
+      // BGP mode: no pod needs the credentials; the set stays empty.
+      await new Promise((r) => setTimeout(r, 1_500));
+      expect(await allowed()).toBe("");
+      await agent!.stop();
+      const cloudRoutes = lbConfigSchema.parse({
+        ...config,
+        routingMode: "cloud-routes",
+        bgp: undefined,
+        cloudRoutes: { cloud: "aws", routeTableIds: ["rtb-0123abcd"] },
+      });
+      agent = await start(500, cloudRoutes);
+      // Both of this node's LB pods, ready or not (a pod needs its credentials before it is ready);
+      // never lb-3 of the other node, nor any pod that is not an LB pod.
+      await settle(async () => (await allowed()) !== "");
+      expect(await allowed()).toBe("10.244.1.10,10.244.1.11");
+      // Back to BGP: the set is emptied again.
+      await agent.stop();
+      agent = await start();
+      await settle(async () => (await allowed()) === "");
+    } finally {
+      await node.run("nft", ["delete", "table", "inet", METADATA_GUARD.table]);
+    }
   });
 
   it("is deployable: the API server accepts the DaemonSet the Pulumi component renders (dry run)", async () => {

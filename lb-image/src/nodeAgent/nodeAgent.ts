@@ -7,7 +7,8 @@
 // pod's Ready condition, which only the API server knows (e.g. false once the node's kubelet died).
 // With direct server return it runs on every node, prepares the local backend pods and untracks
 // forwarded DSR VIP traffic on every node, LB nodes too (dsr/dsrApplier.ts), following Services,
-// EndpointSlices and NetworkPolicies.
+// EndpointSlices and NetworkPolicies. On cloud machines it lets its node's LB pods through the
+// metadata guard in the cloud-routes mode (metadataAccess.ts).
 import { CoreV1Api, Watch, type KubeConfig, type V1Pod } from "@kubernetes/client-node";
 import { LB_APP_LABEL, LB_HTTP_PATHS, type LbConfig } from "@portable-lb/core/config";
 import type { Server } from "node:http";
@@ -26,6 +27,7 @@ import { DsrApplier } from "./dsr/dsrApplier.ts";
 import { unreachableBackendEvents } from "./dsr/unreachableBackendEvents.ts";
 import { desiredRoutes, lbPodState, lbPodVerdict, routedVia, type NodeRoute } from "./desiredRoutes.ts";
 import { applySteering } from "./bfdSteering.ts";
+import { applyMetadataAccess, desiredMetadataAccess } from "./metadataAccess.ts";
 import { nodeForwards } from "./nodeForwarding.ts";
 import { NodeRoutes } from "./nodeRoutes.ts";
 
@@ -175,6 +177,20 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<RunningNodeAg
       // The reflectors' BFD packets follow the pools: to the pod they are routed to (bfdSteering.ts).
       const steering = { reflectors, podIp: want[0]?.via[0] };
       if (await applySteering(nft, steering)) o.log.info(steering, "reflectors' BFD steered");
+      const access = desiredMetadataAccess(
+        o.config.routingMode,
+        pods.list().flatMap((p) => p.status?.podIP ?? []),
+      );
+      // Apart from the routes: they must not wait for, or be reported failed by, the guard's set.
+      try {
+        if ((await applyMetadataAccess(nft, access)) === "changed")
+          o.log.info({ access }, "LB pods let through the node's metadata guard");
+      } catch (err) {
+        o.log.error(
+          { err, access },
+          "the metadata guard's LB pod set could not be updated; it stays as it was",
+        );
+      }
       applied = true;
       metrics.changes.inc(changes);
       metrics.routes.set(want.length);

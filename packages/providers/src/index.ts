@@ -47,12 +47,7 @@ export {
 } from "./bootstrap/bootstrapScript.ts";
 export { BOOTSTRAP_SCRIPT_PATH, renderCloudInit } from "./bootstrap/cloudInit.ts";
 export { caCertHash } from "./bootstrap/caCertHash.ts";
-export {
-  INSTANCE_METADATA_ADDRESS,
-  METADATA_GUARD_TABLE,
-  metadataGuardRules,
-  metadataGuardUnit,
-} from "./bootstrap/metadataGuard.ts";
+export { metadataGuardRules, metadataGuardUnit } from "./bootstrap/metadataGuard.ts";
 export {
   ADMIN_GROUP,
   renderAdminKubeconfig,

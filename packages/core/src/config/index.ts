@@ -45,3 +45,4 @@ export {
 } from "./lbImage.ts";
 export { LB_IMAGE_FIX, lbImageRef } from "./lbImageRef.ts";
 export { imageRepositorySchema } from "./imageRepository.ts";
+export { INSTANCE_METADATA_ADDRESS, METADATA_GUARD } from "./metadataGuard.ts";

@@ -190,10 +190,14 @@ describe("renderBootstrapScript", () => {
     expect(kubeletArgs(onprem)["provider-id"]).toBeUndefined();
   });
 
-  it("keeps pods from the instance metadata on cloud machines but LB nodes, before kubeadm runs", () => {
+  it("keeps pods from the instance metadata on cloud machines, before kubeadm runs", () => {
     const guarded = (name: string) =>
       renderBootstrapScript(inputs[name]!).includes(metadataGuardRules().trimEnd());
-    expect(Object.keys(inputs).filter(guarded).sort()).toEqual(["aws-control-plane", "gcp-worker"]);
+    expect(Object.keys(inputs).filter(guarded).sort()).toEqual([
+      "aws-control-plane",
+      "aws-lb-tainted",
+      "gcp-worker",
+    ]);
     const script = renderBootstrapScript(inputs["gcp-worker"]!);
     const unit = `systemctl enable --now ${METADATA_GUARD_UNIT}`;
     expect(script.indexOf(unit)).toBeGreaterThan(-1);

@@ -300,9 +300,8 @@ export function renderBootstrapScript(i: BootstrapScriptInput): string {
     "  apt-mark hold kubelet kubeadm kubectl",
     "fi",
     ...(i.providerId ? ["", ...providerIdLines(i.providerId)] : []),
-    // A cloud instance (it has a provider ID) has a metadata service. LB nodes leave it open: in the
-    // cloud-routes mode their LB pods take their credentials from it (README, "lbTaint").
-    ...(i.providerId && i.node.role !== "lb" ? ["", ...metadataGuardLines()] : []),
+    // A cloud instance (it has a provider ID) has a metadata service.
+    ...(i.providerId ? ["", ...metadataGuardLines()] : []),
     ...caLines(i),
     "",
     "# The bootstrap token is in it: readable by root only.",

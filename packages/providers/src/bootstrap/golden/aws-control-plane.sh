@@ -62,16 +62,19 @@ imds() { curl -fsS -H "X-aws-ec2-metadata-token: ${imds_token}" "http://169.254.
 PROVIDER_ID="aws:///$(imds placement/availability-zone)/$(imds instance-id)"
 
 # Pods may not read the instance metadata: it serves this script (the join token, and on the
-# control plane the CA key) and the machine's cloud credentials. Loaded at every boot before the
-# kubelet, which does not start without it.
+# control plane the CA key) and the machine's cloud credentials; only LB pods that need their
+# credentials (cloud-routes mode) are let through, by the node agent. Loaded at every boot before
+# the kubelet, which does not start without it.
 command -v nft >/dev/null || apt-get install -y -q nftables
 install -d -m 0755 /etc/portable-lb
 cat >/etc/portable-lb/metadata-guard.nft <<'NFT'
 table inet portable_lb_metadata_guard
 delete table inet portable_lb_metadata_guard
 table inet portable_lb_metadata_guard {
+  set lb_pods { type ipv4_addr; }
   chain forward {
     type filter hook forward priority filter - 10; policy accept;
+    ip daddr 169.254.169.254 ip saddr @lb_pods accept
     ip daddr 169.254.169.254 udp dport 53 accept
     ip daddr 169.254.169.254 tcp dport 53 accept
     ip daddr 169.254.169.254 counter drop

@@ -61,6 +61,41 @@ imds_token=$(curl -fsS -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 300' htt
 imds() { curl -fsS -H "X-aws-ec2-metadata-token: ${imds_token}" "http://169.254.169.254/latest/meta-data/$1"; }
 PROVIDER_ID="aws:///$(imds placement/availability-zone)/$(imds instance-id)"
 
+# Pods may not read the instance metadata: it serves this script (the join token, and on the
+# control plane the CA key) and the machine's cloud credentials; only LB pods that need their
+# credentials (cloud-routes mode) are let through, by the node agent. Loaded at every boot before
+# the kubelet, which does not start without it.
+command -v nft >/dev/null || apt-get install -y -q nftables
+install -d -m 0755 /etc/portable-lb
+cat >/etc/portable-lb/metadata-guard.nft <<'NFT'
+table inet portable_lb_metadata_guard
+delete table inet portable_lb_metadata_guard
+table inet portable_lb_metadata_guard {
+  set lb_pods { type ipv4_addr; }
+  chain forward {
+    type filter hook forward priority filter - 10; policy accept;
+    ip daddr 169.254.169.254 ip saddr @lb_pods accept
+    ip daddr 169.254.169.254 udp dport 53 accept
+    ip daddr 169.254.169.254 tcp dport 53 accept
+    ip daddr 169.254.169.254 counter drop
+  }
+}
+NFT
+cat >/etc/systemd/system/portable-lb-metadata-guard.service <<'UNIT'
+[Unit]
+Description=portable-lb: keep pods from the instance metadata service
+Before=kubelet.service
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/sbin/nft -f /etc/portable-lb/metadata-guard.nft
+[Install]
+WantedBy=multi-user.target
+RequiredBy=kubelet.service
+UNIT
+systemctl daemon-reload
+systemctl enable --now portable-lb-metadata-guard.service
+
 # The bootstrap token is in it: readable by root only.
 install -m 0600 /dev/null /etc/kubernetes/portable-lb-kubeadm.yaml
 cat >/etc/kubernetes/portable-lb-kubeadm.yaml <<KUBEADM
