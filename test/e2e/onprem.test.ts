@@ -395,6 +395,7 @@ describe("the onprem environment on lab machines: the bootstrap over SSH, then P
   }, 170_000);
 
   let vip = "";
+  let created = 0;
   /** The outside client's requests cross the site's router (the client namespace) to the LB nodes. */
   const path: RequestPath = {
     client: { netns: "", ip: OUTSIDE.client },
@@ -439,6 +440,7 @@ describe("the onprem environment on lab machines: the bootstrap over SSH, then P
     // The engine waits for every DaemonSet and Deployment to be ready (no skipAwait).
     const up = await stack.stack.up({ onOutput: () => {} });
     expect(up.summary.result).toBe("succeeded");
+    created = up.summary.resourceChanges?.["create"] ?? 0;
     vip = up.outputs["demoVip"]!.value as string;
     expect(vip).toMatch(/^10\.1\.79\.\d+$/);
     // flannel host-gw: every node routes each other node's pod CIDR to that node's address.
@@ -524,6 +526,27 @@ describe("the onprem environment on lab machines: the bootstrap over SSH, then P
     expect(metrics).toMatch(/^portable_lb_dsr_backend_pods 2$/m);
     expect(metrics).toMatch(/^portable_lb_dsr_vips 1$/m);
   }, 180_000);
+
+  it("previews no changes on the running cluster: no perpetual diff against real kubelets", async () => {
+    const preview = await stack!.stack.preview({ color: "never" });
+    expect(created).toBeGreaterThan(20);
+    expect(preview.changeSummary).toEqual({ same: created });
+  }, 180_000);
+
+  it("removes everything on destroy: the LB pods stop, the router loses the VIP, the namespaces go", async () => {
+    const destroy = await stack!.stack.destroy({ color: "never", onOutput: () => {} });
+    expect(destroy.summary.result).toBe("succeeded");
+    expect(destroy.summary.resourceChanges).toEqual({ delete: created });
+    let hops = -1;
+    await waitUntil(async () => (hops = (await routerNextHops(path, vip)).length) === 0, 60_000, 500);
+    expect(hops).toBe(0);
+    const left = async () =>
+      (await kubectl("get", "namespaces", "-o", "name"))
+        .split("\n")
+        .filter((n) => /portable-lb|flannel|demo/.test(n));
+    await waitUntil(async () => (await left()).length === 0, 120_000, 1_000);
+    expect(await left()).toEqual([]);
+  }, 300_000);
 
   it("stops at its first check when run again: the machine is already part of the cluster", async () => {
     const again = await ssh(LB1, RUN_SCRIPT);
