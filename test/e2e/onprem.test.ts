@@ -96,8 +96,8 @@ const hostState = () => ({
 let lab: NetnsLab;
 let client: LabNamespace;
 let outside: LabNamespace;
-/** The router's interface toward the outside client. */
-let outsideIface = "";
+/** The outside client's requests cross the site's router (the client namespace) to the LB nodes. */
+let path: RequestPath;
 const machine = {} as Record<MachineName, SshLabMachine>;
 let keys: string;
 let kubeconfig: string;
@@ -164,7 +164,11 @@ beforeAll(async () => {
   const segment = await lab.bridge(client, "nodes", `${CLIENT}/24`);
   outside = await lab.namespace("outside");
   const world = await lab.bridge(client, "outside", `${OUTSIDE.router}/24`);
-  outsideIface = world.name;
+  path = {
+    client: { netns: outside.netns, ip: OUTSIDE.client },
+    router: { netns: client.netns, clientIface: world.name },
+    nodes: MACHINES.map((m) => ({ name: m.name, ip: m.address })),
+  };
   await lab.attach(world, outside, `${OUTSIDE.client}/24`);
   await outside.route("default", OUTSIDE.router);
   // The router forwards, and spreads flows over equal paths by their ports (what routerAdvice says).
@@ -396,12 +400,6 @@ describe("the onprem environment on lab machines: the bootstrap over SSH, then P
 
   let vip = "";
   let created = 0;
-  /** The outside client's requests cross the site's router (the client namespace) to the LB nodes. */
-  const path: RequestPath = {
-    client: { netns: "", ip: OUTSIDE.client },
-    router: { netns: "", clientIface: "" },
-    nodes: MACHINES.map((m) => ({ name: m.name, ip: m.address })),
-  };
 
   it("deploys PortableCluster on it with pulumi up: flannel, the LB pods on the LB nodes, a reflector, the demo app", async () => {
     const flannel = labImage("flannel").ref;
@@ -481,8 +479,6 @@ describe("the onprem environment on lab machines: the bootstrap over SSH, then P
   }, 900_000);
 
   it("gives the site's router the VIP from the reflector, with both LB nodes as equal next hops", async () => {
-    path.client.netns = outside.netns;
-    path.router = { netns: client.netns, clientIface: outsideIface };
     const config = (await stack!.stack.outputs())["routerConfig"]!.value as string;
     router = await FrrRouter.start(client, config);
     let hops: string[] = [];
