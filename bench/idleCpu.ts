@@ -33,12 +33,13 @@ function labProcesses(plan: LabPlan): () => ProcessSample[] {
       }
     }),
   );
-  const cgroupRoots = plan.nodes.map((n) => `/${labNodeLayout(plan, n.name).cgroupRoot}`);
+  // A /proc/<pid>/cgroup line is `id:controllers:/path`; each node's root is `/portable-lb-…`.
+  const cgroupRoots = plan.nodes.map((n) => labNodeLayout(plan, n.name).cgroupRoot);
   const ours = (pid: string) =>
     inodes.has(readlinkSync(`/proc/${pid}/ns/net`)) ||
     readFileSync(`/proc/${pid}/cgroup`, "utf8")
       .split("\n")
-      .some((l) => cgroupRoots.some((root) => l.includes(`${root}/`) || l.endsWith(root)));
+      .some((l) => cgroupRoots.some((root) => l.includes(`:${root}/`) || l.endsWith(`:${root}`)));
   return () =>
     readdirSync("/proc")
       .filter((d) => /^\d+$/.test(d))
