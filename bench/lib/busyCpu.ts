@@ -2,9 +2,7 @@
 // client, the LBs, the pods, the kernel's softirq work), as the kernel accounts it. Busy is every
 // state but idle and iowait; guest time is already inside user and nice.
 import { readFileSync } from "node:fs";
-
-/** USER_HZ: /proc/stat counts in 1/100 s on every Linux architecture that matters here. */
-const TICKS_PER_SECOND = 100;
+import { CLOCK_TICKS_PER_SECOND } from "@portable-lb/lab";
 
 /** Busy CPU seconds since boot, summed over all CPUs, from the text of /proc/stat. */
 export function busySeconds(procStat: string): number {
@@ -13,7 +11,7 @@ export function busySeconds(procStat: string): number {
   const [user, nice, system, , , irq, softirq, steal] = line.trim().split(/\s+/).slice(1).map(Number);
   const busy = [user, nice, system, irq, softirq, steal].reduce((a: number, v) => a + (v ?? 0), 0);
   if (!Number.isFinite(busy)) throw new Error(`/proc/stat: cannot read the cpu line: ${line}`);
-  return busy / TICKS_PER_SECOND;
+  return busy / CLOCK_TICKS_PER_SECOND;
 }
 
 /** Measures the busy CPU seconds `run` costs the machine. */

@@ -9,6 +9,8 @@ export interface CommandMonitorOptions {
   /** It (re)started: what happened before it listened may have gone unseen. */
   onStart: () => void;
   onLine: (line: string) => void;
+  /** It wrote to stderr while running: it may have lost news (e.g. `ip monitor` on a netlink overrun). */
+  onStderr?: (text: string) => void;
   onError?: (err: Error) => void;
   maxBackoffMs?: number;
 }
@@ -23,11 +25,6 @@ export class CommandMonitor {
 
   constructor(o: CommandMonitorOptions) {
     this.o = o;
-  }
-
-  /** Started (and not stopped), listening or waiting to be restarted. */
-  get active(): boolean {
-    return this.running;
   }
 
   /** Its command runs now: no change goes unreported. */
@@ -58,7 +55,10 @@ export class CommandMonitor {
     this.o.onStart();
     createInterface({ input: child.stdout, crlfDelay: Infinity }).on("line", (line) => this.o.onLine(line));
     let stderr = "";
-    child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr = (stderr + d).slice(-4_096)));
+    child.stderr.setEncoding("utf8").on("data", (d: string) => {
+      stderr = (stderr + d).slice(-4_096);
+      this.o.onStderr?.(d);
+    });
     child.on("error", (err) => this.o.onError?.(err));
     child.on("close", (code, signal) => {
       if (this.child !== child || !this.running) return;

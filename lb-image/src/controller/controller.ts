@@ -18,6 +18,7 @@ import { chooseEngine, ipvsSupport } from "../dataplane/chooseEngine.ts";
 import type { DataPlaneEngine } from "../dataplane/engine.ts";
 import { withPrefix } from "../dataplane/exec.ts";
 import { LocalVips } from "../dataplane/localVips.ts";
+import { RouteWatch } from "../dataplane/routeWatch.ts";
 import { HealthChecker } from "../health/healthChecker.ts";
 import { probe, type Probe } from "../health/probe.ts";
 import { ClusterWatch } from "./clusterWatch.ts";
@@ -78,6 +79,8 @@ export interface ControllerOptions {
   };
   /** The Announcer's checks and lease (tests shorten them). */
   announcerTiming?: Partial<AnnouncerTiming>;
+  /** How often the routes are read back while `ip monitor` listens (routeWatch.ts; tests lengthen it). */
+  routesWatchedMs?: number;
   /** Where the HTTP endpoints listen; the config's health port by default, 0 for any. */
   httpPort?: number;
   httpHost?: string;
@@ -222,6 +225,11 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
       o.config.vipPools.map((p) => p.cidr),
       withPrefix(prefix, "ip"),
     ),
+    routes: new RouteWatch(withPrefix(prefix, "ip"), {
+      ...(o.routesWatchedMs !== undefined && { watchedMs: o.routesWatchedMs }),
+      onError: (err) =>
+        o.log.warn({ err }, "ip monitor stopped; reading the routes back at every check until it is back"),
+    }),
     metrics,
     log: o.log,
     report: (items, type) => events.report(items, type),

@@ -14,6 +14,7 @@ import { RepairError, countByKind, type VerifyMode, type VerifyReport } from "..
 import type { DataPlaneEngine, Inspection } from "../dataplane/engine.ts";
 import type { LocalVips } from "../dataplane/localVips.ts";
 import { serviceKey, type VirtualService } from "../dataplane/model.ts";
+import { routesDue, type RouteWatch } from "../dataplane/routeWatch.ts";
 import { VerifySchedule } from "../dataplane/verifySchedule.ts";
 import { classlessHints } from "./classlessHints.ts";
 import {
@@ -48,6 +49,12 @@ export interface ReconcilerDeps {
   view: ClusterView;
   engine: DataPlaneEngine;
   localVips: LocalVips;
+  /**
+   * `ip monitor` of the pod's namespace: the local VIP routes (and the engine's DSR tunnels) are
+   * read back when it tells of a change, and only as a safety net while it listens. Without it,
+   * on every scheduled check.
+   */
+  routes?: RouteWatch;
   metrics: ControllerMetrics;
   log: Logger;
   /** Sends Events (Warnings unless told otherwise); never throws. */
@@ -102,6 +109,8 @@ export class Reconciler {
   /** A periodic read-back in progress (outside the runner), and its result for the next run. */
   private inspecting = false;
   private inspected: { mode: VerifyMode; inspection?: Inspection; error?: Error } | undefined;
+  /** When the local VIP routes were last read back, finding them as applied or repaired (performance.now()). */
+  private routesReadAt = -Infinity;
 
   constructor(deps: ReconcilerDeps) {
     this.d = deps;
@@ -131,16 +140,19 @@ export class Reconciler {
   stop(): void {
     this.schedule.stop();
     this.d.engine.unwatch();
+    this.d.routes?.stop();
     this.runner.stop();
   }
 
   /**
-   * Starts reading the data plane back on the schedule, and on the engine's own news of foreign
-   * changes (nft monitor); stopped by stop().
+   * Starts reading the data plane back on the schedule, on the engine's own news of foreign
+   * changes (nft monitor: a full read), and on news of route changes (ip monitor: a cheap check,
+   * which reads the routes back); stopped by stop().
    */
   startVerifying(): void {
     this.schedule.start();
-    this.d.engine.watch(() => this.suspectDrift());
+    this.d.routes?.start(() => this.schedule.soon());
+    this.d.engine.watch(() => this.suspectDrift(), this.d.routes);
   }
 
   /** Something saw the kernel change behind our back: a full read-back on the next run, now. */
@@ -193,7 +205,8 @@ export class Reconciler {
         : due.mode === "full"
           ? () => this.d.engine.verify("full")
           : () => Promise.reject(asError(error));
-      await this.verifyDataPlane(due.mode, repair, true).catch((err: unknown) => (failure = asError(err)));
+      const routes = routesDue(this.d.routes, this.routesReadAt, 0);
+      await this.verifyDataPlane(due.mode, repair, routes).catch((err: unknown) => (failure = asError(err)));
     }
     await this.reconcileOnce();
     if (failure) throw failure;
@@ -211,7 +224,16 @@ export class Reconciler {
     const { engine, localVips, metrics, log } = this.d;
     const reports: VerifyReport[] = [];
     let failure: Error | undefined;
-    for (const verify of [repair, ...(routes ? [() => localVips.verify()] : [])]) {
+    const readRoutes = async () => {
+      this.routesReadAt = performance.now();
+      try {
+        return await localVips.verify();
+      } catch (err) {
+        this.routesReadAt = -Infinity; // read again at the next check, watched or not
+        throw err;
+      }
+    };
+    for (const verify of [repair, ...(routes ? [readRoutes] : [])]) {
       try {
         reports.push(await verify());
       } catch (err) {

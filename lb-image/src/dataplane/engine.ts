@@ -7,6 +7,7 @@
 // may announce.
 import { RepairError, driftOf, type Drift, type VerifyMode, type VerifyReport } from "./drift.ts";
 import { serviceKey, type VipCounter, type VirtualService } from "./model.ts";
+import type { RouteWatch } from "./routeWatch.ts";
 
 export interface ApplyResult {
   /** Commands (ipvsadm lines or nft statements) sent; 0 when nothing changed. */
@@ -44,9 +45,11 @@ export interface DataPlaneEngine {
   fullReadAffordable(): boolean;
   /**
    * Calls `onForeignChange` when the kernel tells of a change to the engine's state by someone
-   * else (nftables' monitor, while the table is small enough; IPVS tells nothing). Until unwatch().
+   * else (nftables' monitor, while the table is small enough; IPVS tells nothing). `routes` tells
+   * when what the engine keeps in the namespace's routes (the DSR tunnels) needs a read-back.
+   * Until unwatch().
    */
-  watch(onForeignChange: () => void): void;
+  watch(onForeignChange: () => void, routes?: RouteWatch): void;
   unwatch(): void;
   /** What the kernel holds now, as the engine's own state (for metrics and tests). */
   services(): Promise<number>;
@@ -145,7 +148,7 @@ export abstract class DiffEngine<T extends ServiceId, S = string> implements Dat
   protected forget(_keys: Iterable<string> | "all"): void {}
   /** The state just applied (by an apply or a repair). */
   protected onApplied(_state: T[]): void {}
-  watch(_onForeignChange: () => void): void {}
+  watch(_onForeignChange: () => void, _routes?: RouteWatch): void {}
   unwatch(): void {}
   abstract counters(): Promise<VipCounter[]>;
 

@@ -29,4 +29,24 @@ describe("VerifySchedule", () => {
     affordable = true;
     expect(s.take(20 * 3_600_000)).toBe("full");
   });
+
+  it("makes a cheap check at once when asked to (news of a change), and only one", () => {
+    let triggers = 0;
+    const s = new VerifySchedule({ trigger: () => triggers++, minIntervalMs: 500 });
+    s.done("full", 20, 20, 0);
+    expect(s.take(100)).toBeUndefined();
+    s.soon();
+    expect(triggers).toBe(1);
+    expect(s.take(100)).toBe("quick");
+    expect(s.take(100)).toBeUndefined();
+    // Asked while a check was under way: the one after it is not held back to its time.
+    s.soon();
+    s.done("quick", 10, 20, 150);
+    expect(s.take(160)).toBe("quick");
+    // A full read due meanwhile answers it too.
+    s.soon();
+    expect(s.take(1_000)).toBe("full");
+    s.done("full", 20, 20, 1_000);
+    expect(s.take(1_100)).toBeUndefined();
+  });
 });

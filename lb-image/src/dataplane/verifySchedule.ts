@@ -27,6 +27,8 @@ export class VerifySchedule {
   private nextFull = 0;
   /** A change was reported that only a full read started after it can judge. */
   private suspected = false;
+  /** A change was reported that a cheap check started after it can judge. */
+  private asked = false;
   private timer: NodeJS.Timeout | undefined;
 
   constructor(o: VerifyScheduleOptions) {
@@ -49,11 +51,12 @@ export class VerifySchedule {
   /** The verification due now, if any (a full read when both are); the caller starts it. */
   take(now = performance.now()): "quick" | "full" | undefined {
     if (this.suspected || (now >= this.nextFull && this.fullReads())) {
-      this.suspected = false;
+      this.suspected = this.asked = false;
       return "full";
     }
-    if (now >= this.nextQuick) return "quick";
-    return undefined;
+    if (!this.asked && now < this.nextQuick) return undefined;
+    this.asked = false;
+    return "quick";
   }
 
   /**
@@ -71,6 +74,12 @@ export class VerifySchedule {
     if (this.timer) this.arm();
   }
 
+  /** Something changed what a cheap check reads (the routes): one now (or after the one under way). */
+  soon(): void {
+    this.asked = true;
+    this.trigger();
+  }
+
   /** Something changed the kernel behind our back: a full read now (or after the one under way). */
   suspect(): void {
     this.suspected = true;
@@ -80,7 +89,7 @@ export class VerifySchedule {
   private arm(): void {
     if (this.timer) clearTimeout(this.timer);
     const nextFull = this.fullReads() ? this.nextFull : Infinity;
-    const wait = Math.max(0, Math.min(this.nextQuick, nextFull) - performance.now());
+    const wait = this.asked ? 0 : Math.max(0, Math.min(this.nextQuick, nextFull) - performance.now());
     this.timer = setTimeout(() => {
       this.timer = undefined;
       this.trigger();

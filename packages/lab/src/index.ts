@@ -59,6 +59,7 @@ export {
   waitUntil,
 } from "./processes.ts";
 export { freePort } from "./ports.ts";
+export { CLOCK_TICKS_PER_SECOND, parseProcStat, type ProcStat } from "./procStat.ts";
 // Real nodes: containerd, runc, the kubelet and kube-proxy in a node namespace.
 export { KubeletNode, KubeletNodeError, type KubeletNodeSpec, type NodeProcess } from "./node/kubeletNode.ts";
 export { nodeLayout, NodeLayoutError, type NodeLayout } from "./node/nodeLayout.ts";

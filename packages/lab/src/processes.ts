@@ -3,6 +3,7 @@
 import { spawn, spawnSync } from "node:child_process";
 import { closeSync, openSync, readdirSync, readFileSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
+import { parseProcStat } from "./procStat.ts";
 
 export interface DaemonSpec {
   name: string;
@@ -39,8 +40,7 @@ export function startDaemon(spec: DaemonSpec): number {
 /** The process's command line, or undefined if it no longer runs (zombies count as gone). */
 export function commandLine(pid: number): string | undefined {
   try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    if (stat.slice(stat.lastIndexOf(")") + 2).startsWith("Z")) return undefined;
+    if (parseProcStat(readFileSync(`/proc/${pid}/stat`, "utf8")).state === "Z") return undefined;
     return readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").join(" ").trim();
   } catch {
     return undefined;

@@ -14,6 +14,9 @@ export function startNetnsController(o: {
   /** The LB pod's network namespace. */
   pod: LabNamespace;
   identity?: string;
+  /** Runs the kernel tools through this instead of `ip netns exec <pod>` (e.g. a counting wrapper). */
+  commandPrefix?: string[];
+  routesWatchedMs?: number;
 }): Promise<RunningController> {
   return startController({
     config: o.config,
@@ -21,7 +24,8 @@ export function startNetnsController(o: {
     log: pino({ level: "warn" }),
     namespace: o.namespace,
     identity: o.identity ?? "lb-1",
-    commandPrefix: ["ip", "netns", "exec", o.pod.netns],
+    commandPrefix: o.commandPrefix ?? ["ip", "netns", "exec", o.pod.netns],
+    ...(o.routesWatchedMs !== undefined && { routesWatchedMs: o.routesWatchedMs }),
     httpPort: 0,
     httpHost: "127.0.0.1",
     leaseTiming: { leaseDurationS: 3, retryPeriodMs: 300 },

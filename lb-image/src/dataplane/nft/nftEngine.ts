@@ -13,6 +13,7 @@ import { LbTunnels } from "../dsr/lbTunnels.ts";
 import { DiffEngine, type ApplyResult, type Inspection, type KernelRead } from "../engine.ts";
 import { CommandError, run, runLines } from "../exec.ts";
 import { parseServiceKey, serviceKey, type VipCounter, type VirtualService } from "../model.ts";
+import { routesDue, type RouteWatch } from "../routeWatch.ts";
 import { NFT_MONITOR_MAX_SLOTS, NftMonitor } from "./nftMonitor.ts";
 import { NftTableParser, parseChainList, parseNftText, type DispatchEntry } from "./nftParse.ts";
 import {
@@ -40,20 +41,21 @@ const missingTable = (err: unknown) =>
 export const NFT_FULL_READ_MAX_SLOTS = 150_000;
 
 /**
- * How often cheap checks also read the DSR tunnels back (7 `ip` reads, ~30 ms): often enough that
- * one deleted by someone else is back within the 2 s drift target, whatever the table's size.
+ * How often cheap checks also read the DSR tunnels back (7 `ip` reads in one run, ~30 ms) while no
+ * `ip monitor` tells of their changes (routeWatch.ts): often enough that one deleted by someone
+ * else is back within the 2 s drift target, whatever the table's size.
  */
 export const TUNNEL_CHECK_MS = 1_000;
 
 /**
- * While the monitor watches the table (it reports every foreign commit at once, and a restarted
- * monitor asks for a full read), the scheduled nft read-backs are only its safety net: the cheap
- * check's nft part at most every NFT_WATCHED_CHECK_MS, a full read every NFT_WATCHED_FULL_READ_MS,
- * instead of every 0.5 s and 1 s (three and one nft processes each, most of an idle controller's
- * CPU). The tunnels and the local VIP routes, which the monitor does not see, keep their pace.
+ * While the monitor listens (it reports every foreign commit at once, and a restarted monitor asks
+ * for a full read), the scheduled nft read-backs are only its safety net, as slow as the route
+ * watch's (routeWatch.ts): a full read every NFT_WATCHED_READ_MS after a clean look, and no cheap
+ * check in between (one nft process where the cheap check takes three; the monitor runs only on
+ * tables small enough for that, NFT_MONITOR_MAX_SLOTS). Unwatched: every 0.5 s and 1 s. Idle with
+ * one DSR service (idleController.test): 4 nft runs in 12 s at the former 5 s and 10 s.
  */
-export const NFT_WATCHED_CHECK_MS = 5_000;
-export const NFT_WATCHED_FULL_READ_MS = 10_000;
+export const NFT_WATCHED_READ_MS = 30_000;
 
 export class NftEngine extends DiffEngine<NftService> {
   readonly name = "nftables";
@@ -65,6 +67,8 @@ export class NftEngine extends DiffEngine<NftService> {
   /** Process ids of our latest nft writes, which the monitor must not take for someone else's. */
   private readonly ownPids: number[] = [];
   private monitor: NftMonitor | undefined;
+  /** News of the namespace's route changes, while watched: when the tunnels need a read-back. */
+  private routes: RouteWatch | undefined;
   private slots = 0;
   private readonly tunnels: LbTunnels;
   /** The DSR backends last applied; undefined before the first apply (the tunnels are read then). */
@@ -103,18 +107,26 @@ export class NftEngine extends DiffEngine<NftService> {
   }
 
   /**
-   * The tables' repair, and on scheduled checks the tunnels' too (read back and repaired): at most
-   * every TUNNEL_CHECK_MS on cheap checks, on every full read. Both a scheduled check (inspect beside
-   * the writer, then repair in it) and verify() come through here.
+   * The tables' repair, and on scheduled checks the tunnels' too (read back and repaired): while
+   * the route watch listens, when it heard of a change since their last read (or its safety net's
+   * time came); else at most every TUNNEL_CHECK_MS on cheap checks, and on every full read. Both a
+   * scheduled check (inspect beside the writer, then repair in it) and verify() come through here.
    */
   override async repair(inspection: Inspection): Promise<VerifyReport> {
     const report = await super.repair(inspection);
     const backends = this.tunnelBackends;
     const now = performance.now();
     if (inspection.mode === "changed" || backends === undefined || backends.size === 0) return report;
-    if (inspection.mode === "quick" && now - this.tunnelsReadAt < TUNNEL_CHECK_MS) return report;
+    if (!routesDue(this.routes, this.tunnelsReadAt, inspection.mode === "quick" ? TUNNEL_CHECK_MS : 0, now))
+      return report;
     this.tunnelsReadAt = now;
-    const repairs = await this.tunnels.apply(backends);
+    let repairs: string[];
+    try {
+      repairs = await this.tunnels.apply(backends);
+    } catch (err) {
+      this.tunnelsReadAt = -Infinity; // read again at the next check, watched or not
+      throw err;
+    }
     return {
       ...report,
       drift: [
@@ -125,8 +137,9 @@ export class NftEngine extends DiffEngine<NftService> {
     };
   }
 
-  override watch(onForeignChange: () => void): void {
+  override watch(onForeignChange: () => void, routes?: RouteWatch): void {
     this.unwatch();
+    this.routes = routes;
     this.monitor = new NftMonitor({
       nft: this.nft,
       isOwn: (pid) => this.ownPids.includes(pid),
@@ -137,9 +150,10 @@ export class NftEngine extends DiffEngine<NftService> {
   override unwatch(): void {
     this.monitor?.stop();
     this.monitor = undefined;
+    this.routes = undefined;
   }
   override fullReadAffordable(): boolean {
-    if (this.monitor?.active && performance.now() - this.fullReadAt < NFT_WATCHED_FULL_READ_MS) return false;
+    if (this.monitor?.live && performance.now() - this.fullReadAt < NFT_WATCHED_READ_MS) return false;
     return this.slots <= NFT_FULL_READ_MAX_SLOTS;
   }
   /** The monitor runs while the table is small enough for its copy of it (NFT_MONITOR_MAX_SLOTS). */
@@ -207,7 +221,7 @@ export class NftEngine extends DiffEngine<NftService> {
   ): Promise<Drift[]> {
     if (mode === "changed") return this.checkChanged(applied, changed);
     const now = performance.now();
-    if (this.monitor?.active && now - Math.max(this.checkedAt, this.fullReadAt) < NFT_WATCHED_CHECK_MS)
+    if (this.monitor?.live && now - Math.max(this.checkedAt, this.fullReadAt) < NFT_WATCHED_READ_MS)
       return [];
     this.checkedAt = -Infinity;
     const drift = await this.checkAll(applied);

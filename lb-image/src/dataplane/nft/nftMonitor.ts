@@ -52,8 +52,9 @@ export class NftMonitor {
     });
   }
 
-  get active(): boolean {
-    return this.monitor.active;
+  /** Its command runs now: no foreign change goes unreported. */
+  get live(): boolean {
+    return this.monitor.live;
   }
 
   start(): void {

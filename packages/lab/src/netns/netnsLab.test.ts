@@ -8,7 +8,6 @@ import {
   namespaceName,
   newLabId,
   routeArgs,
-  statStartTime,
 } from "./netnsLab.ts";
 
 describe("lab ids and names", () => {
@@ -67,12 +66,5 @@ describe("routes and addresses", () => {
       "10.0.0.12",
     ]);
     expect(() => routeArgs("10.1.1.10/32", [])).toThrow("route 10.1.1.10/32: give at least one gateway");
-  });
-});
-
-describe("process identity", () => {
-  it("reads the start time from /proc/<pid>/stat, even when the command name holds ') '", () => {
-    const fields = ["S", ...Array.from({ length: 18 }, (_, i) => String(i + 4)), "987654", "rest"];
-    expect(statStartTime(`123 (odd) name) ${fields.join(" ")}`)).toBe("987654");
   });
 });

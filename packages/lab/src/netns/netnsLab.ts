@@ -32,6 +32,7 @@ import {
   stopProcess,
   waitUntil,
 } from "../processes.ts";
+import { parseProcStat } from "../procStat.ts";
 
 /** Linux limit for interface names (IFNAMSIZ - 1). */
 export const MAX_IFNAME = 15;
@@ -94,15 +95,6 @@ export function routeArgs(prefix: string, via: string | readonly string[]): stri
   if (gateways.length === 0) throw new NetnsError(`route ${prefix}: give at least one gateway`);
   if (gateways.length === 1) return ["route", "replace", prefix, "via", gateways[0]!];
   return ["route", "replace", prefix, ...gateways.flatMap((g) => ["nexthop", "via", g])];
-}
-
-/** The start time (clock ticks since boot) in a /proc/<pid>/stat line: with the pid, a process's identity. */
-export function statStartTime(stat: string): string | undefined {
-  // Fields after the parenthesised command name start at field 3 (state); starttime is field 22.
-  return stat
-    .slice(stat.lastIndexOf(")") + 2)
-    .split(" ")
-    .at(22 - 3);
 }
 
 // ---- Commands ---------------------------------------------------------------------------------
@@ -239,7 +231,7 @@ function writeLabState(file: string, state: LabState): void {
 
 function startTimeOf(pid: number): string | undefined {
   try {
-    return statStartTime(readFileSync(`/proc/${pid}/stat`, "utf8"));
+    return parseProcStat(readFileSync(`/proc/${pid}/stat`, "utf8")).startTime;
   } catch {
     return undefined;
   }

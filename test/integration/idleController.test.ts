@@ -1,0 +1,224 @@
+// The LB controller at rest: the real controller (in-process) serving a DSR Service from a network
+// namespace of its own, its kernel tools behind a wrapper that logs each run. Idle, it must run few
+// processes (nft monitor and ip monitor tell it of changes, the scheduled read-backs are only a
+// safety net); a tunnel or local VIP route deleted by someone else must still be back within the
+// drift target (2 s), with the routes' safety net at 10 min so that only the monitor's news can do
+// it; and while the monitors cannot run, the checks keep their unwatched pace.
+import { CoreV1Api } from "@kubernetes/client-node";
+import {
+  CLOCK_TICKS_PER_SECOND,
+  NetnsLab,
+  parseProcStat,
+  waitUntil,
+  type LabNamespace,
+} from "@portable-lb/lab";
+import { lbConfigSchema } from "@portable-lb/core/config";
+import { spawnSync } from "node:child_process";
+import { chmodSync, existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { RunningController } from "../../lb-image/src/controller/controller.ts";
+import { NFT_TABLE } from "../../lb-image/src/dataplane/nft/nftState.ts";
+import { createLbService } from "../harness/lbServices.ts";
+import { startNetnsController } from "../harness/netns/netnsController.ts";
+import { testKubeConfig } from "../harness/testEnv.ts";
+
+const LB_NS = `idle-lb-${process.pid}`;
+const APP_NS = `idle-${process.pid}`;
+// A class of its own: integration tests share one API server, and every class has its own allocator.
+const config = lbConfigSchema.parse({
+  loadBalancerClass: "portable-lb.io/idle",
+  routingMode: "bgp",
+  podCidr: "10.244.0.0/16",
+  vipPools: [{ name: "web", cidr: "10.1.4.0/24", avoidBuggyIps: true }],
+  dataPlane: { engine: "nftables", mode: "dsr" },
+  bgp: { asn: 64512, routeReflectors: ["10.0.0.5"] },
+});
+const VIP = "10.1.4.1";
+/** The drift target: from the fault to the kernel repaired. */
+const BOUND_MS = 2_000;
+/**
+ * Unwatched, the pace of today's checks: a cheap check every 0.5 s or 10 × its cost (each tool run
+ * here goes through `ip netns exec`, ~0.1 s), the tunnels read at most every 1 s: up to ~2.5 s seen.
+ * Far below the watched safety nets (nft 30 s, the routes 10 min here), which a dead monitor that
+ * still counted as watching would wait for.
+ */
+const UNWATCHED_BOUND_MS = 4_000;
+
+const kc = testKubeConfig();
+const core = kc.makeApiClient(CoreV1Api);
+
+let lab: NetnsLab;
+let lbPod: LabNamespace;
+let controller: RunningController | undefined;
+/** Each run of a kernel tool, one line: its arguments. */
+let calls: string;
+/** While it exists, every `monitor` run fails at once. */
+let failFlag: string;
+
+const runs = () => readFileSync(calls, "utf8").split("\n").filter(Boolean);
+
+/** CPU seconds of this process (the controller, idle Jest beside it) and of the processes it ran. */
+function cpuSeconds(): { own: number; children: number } {
+  const s = parseProcStat(readFileSync("/proc/self/stat", "utf8"));
+  return {
+    own: (s.utime + s.stime) / CLOCK_TICKS_PER_SECOND,
+    children: (s.cutime + s.cstime) / CLOCK_TICKS_PER_SECOND,
+  };
+}
+
+/**
+ * What the controller keeps in the namespace's routes: the DSR device and its neighbour, the
+ * tunnels' rules and routes, the VIP's local route.
+ */
+async function routes(): Promise<string> {
+  const show = (...args: string[]) => lbPod.run("ip", args);
+  return [
+    await show("-br", "link", "show", "type", "vxlan"),
+    ...(await show("neigh", "show")).split("\n").filter((l) => l.includes(" dev plb-dsr ")),
+    ...(await show("rule", "show"))
+      .split("\n")
+      .filter((l) => l.endsWith(" proto 212"))
+      .sort(),
+    await show("route", "show", "table", "all", "proto", "212"),
+    await show("route", "show", "table", "local", "type", "local", "dev", "lo"),
+  ].join("\n");
+}
+
+/** Makes `fault`, then waits for the namespace to hold `want` again: the time that took (Infinity: never). */
+async function repairMs(fault: () => Promise<unknown>, want: () => Promise<string>, expected: string) {
+  const t0 = performance.now();
+  await fault();
+  const ok = await waitUntil(async () => (await want()) === expected, 10_000, 20);
+  return ok ? Math.round(performance.now() - t0) : Infinity;
+}
+
+/** The monitors this process started (its children: the wrapper execs into the tool). */
+function ownMonitors(): number[] {
+  const found = spawnSync("pgrep", ["-P", String(process.pid), "-f", " monitor"], { encoding: "utf8" });
+  return found.stdout.split("\n").filter(Boolean).map(Number);
+}
+
+beforeAll(async () => {
+  lab = await NetnsLab.create("idle");
+  lbPod = await lab.namespace("lb", { forwarding: true });
+  calls = join(lab.dir, "calls");
+  failFlag = join(lab.dir, "monitors-fail");
+  writeFileSync(calls, "");
+  const wrapper = join(lab.dir, "counted");
+  writeFileSync(
+    wrapper,
+    [
+      "#!/bin/sh",
+      `echo "$*" >>${calls}`,
+      `case "$*" in *monitor*) if [ -e ${failFlag} ]; then echo "monitor failure injected by the test" >&2; exit 1; fi;; esac`,
+      `exec ip netns exec ${lbPod.netns} "$@"`,
+      "",
+    ].join("\n"),
+  );
+  chmodSync(wrapper, 0o755);
+  for (const name of [LB_NS, APP_NS]) await core.createNamespace({ body: { metadata: { name } } });
+  // DSR needs the backends on the Service's own port (80).
+  await createLbService(kc, APP_NS, "web", config.loadBalancerClass, [{ ip: "10.244.1.5" }], { port: 80 });
+  controller = await startNetnsController({
+    config,
+    kubeconfig: kc,
+    namespace: LB_NS,
+    pod: lbPod,
+    commandPrefix: [wrapper],
+    // Only ip monitor's news can repair the routes in time.
+    routesWatchedMs: 600_000,
+  });
+});
+
+afterAll(async () => {
+  await controller?.stop();
+  for (const name of [APP_NS, LB_NS]) await core.deleteNamespace({ name }).catch(() => undefined);
+  await lab?.destroy();
+});
+
+describe("the LB controller at rest", () => {
+  let applied: string;
+
+  it("runs few processes while nothing changes", async () => {
+    expect(await waitUntil(() => controller!.reconciler.verifiedVips().includes(VIP), 30_000)).toBe(true);
+    // Both monitors listening, and what their start asked for done.
+    expect(await waitUntil(() => ownMonitors().length === 2, 10_000)).toBe(true);
+    await new Promise((r) => setTimeout(r, 2_000));
+    applied = await routes();
+    expect(applied).toMatch(/^plb-dsr /);
+    expect(applied).toMatch(/^169\.254\.255\.1 dev plb-dsr lladdr \S+ PERMANENT/m);
+    expect(applied).toContain(`local ${VIP} `);
+    const before = runs().length;
+    const cpuBefore = cpuSeconds();
+    const seconds = 12;
+    await new Promise((r) => setTimeout(r, seconds * 1_000));
+    const idle = runs().slice(before);
+    const cpu = cpuSeconds();
+    const pct = (s: number) => `${((100 * s) / seconds).toFixed(2)}%`;
+    const byTool = new Map<string, number>();
+    for (const r of idle) {
+      const key = r.split(" ").slice(0, 2).join(" ");
+      byTool.set(key, (byTool.get(key) ?? 0) + 1);
+    }
+    console.log(
+      `idle controller: ${(idle.length / seconds).toFixed(2)} processes/s over ${seconds} s: ${JSON.stringify(Object.fromEntries(byTool))}; ` +
+        `CPU of one core: ${pct(cpu.own - cpuBefore.own)} own (with Jest), ${pct(cpu.children - cpuBefore.children)} its processes`,
+    );
+    // No route read-back at all (nothing changed, the safety net is at 10 min), and nft's safety
+    // net, a full read every 30 s (one nft run), at most once (main: ~2.2 runs/s, 0.33 of them nft).
+    expect(idle.filter((r) => r.startsWith("ip "))).toEqual([]);
+    expect(idle.length).toBeLessThanOrEqual(1);
+    expect(await routes()).toBe(applied);
+  }, 60_000);
+
+  it.each([
+    ["the DSR device (with its neighbour and routes)", () => lbPod.ip("link", "del", "plb-dsr")],
+    ["the DSR device's neighbour", () => lbPod.ip("neigh", "del", "169.254.255.1", "dev", "plb-dsr")],
+    [
+      "a backend's tunnel rule",
+      async () => {
+        const rule = (await lbPod.ip("rule", "show", "pref", "101")).trim().split("\n")[0]!;
+        const mark = /fwmark (0x[0-9a-f]+)/.exec(rule)![1]!;
+        await lbPod.ip("rule", "del", "pref", "101", "fwmark", mark);
+      },
+    ],
+    ["a backend's tunnel route", async () => lbPod.run("bash", ["-c", "ip route flush table all proto 212"])],
+    ["the VIP's local route", () => lbPod.ip("route", "del", "local", VIP, "dev", "lo", "table", "local")],
+  ])("repairs %s within the bound on ip monitor's news", async (_fault, make) => {
+    const ms = await repairMs(make, routes, applied);
+    console.log(`${_fault}: repaired in ${ms} ms`);
+    expect(ms).toBeLessThanOrEqual(BOUND_MS);
+  });
+
+  it("checks at the unwatched pace while the monitors cannot run", async () => {
+    const table = () => lbPod.run("nft", ["-n", "-s", "list", "table", "ip", NFT_TABLE]);
+    const tableApplied = await table();
+    writeFileSync(failFlag, "");
+    try {
+      const monitorRuns = () => runs().filter((r) => / monitor\b/.test(r)).length;
+      const started = monitorRuns();
+      for (const pid of ownMonitors()) process.kill(pid, "SIGTERM");
+      // Restarted after 1, 2, 4 s and failing each time: the next try is 8 s away.
+      expect(await waitUntil(() => monitorRuns() >= started + 6, 15_000, 20)).toBe(true);
+      for (const [fault, make, want, expected] of [
+        [
+          "local route",
+          () => lbPod.ip("route", "del", "local", VIP, "dev", "lo", "table", "local"),
+          routes,
+          applied,
+        ],
+        ["tunnel rule", () => lbPod.run("bash", ["-c", "ip rule del pref 101"]), routes, applied],
+        ["nft chain", () => lbPod.run("nft", ["add", "chain", "ip", NFT_TABLE, "mine"]), table, tableApplied],
+      ] as const) {
+        const ms = await repairMs(make, want, expected);
+        console.log(`monitors down, ${fault}: repaired in ${ms} ms`);
+        expect({ fault, repaired: ms <= UNWATCHED_BOUND_MS }).toEqual({ fault, repaired: true });
+      }
+      // No restart helped: still within the 8 s backoff.
+      expect(monitorRuns()).toBe(started + 6);
+    } finally {
+      rmSync(failFlag, { force: true });
+    }
+    expect(existsSync(failFlag)).toBe(false);
+  }, 60_000);
+});
