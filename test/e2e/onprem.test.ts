@@ -44,6 +44,7 @@ import {
 import {
   TEST_CA_CERT,
   TEST_CA_KEY,
+  TEST_JOIN_TOKEN,
   testCredentialsScript,
 } from "../../packages/providers/src/bootstrap/__fixtures__/testCredentials.ts";
 import { MACHINE_KUBEADM_PATCHES, SshLabMachine } from "../harness/onprem/sshLabMachine.ts";
@@ -331,6 +332,17 @@ describe("the onprem environment on lab machines: the bootstrap over SSH, then P
     },
     330_000,
   );
+
+  it("keeps the join token for machines added later: it never expires", async () => {
+    const [id] = TEST_JOIN_TOKEN.split(".");
+    const secret = JSON.parse(
+      await kubectl("get", "secret", "-n", "kube-system", `bootstrap-token-${id}`, "-o", "json"),
+    ) as { type: string; data: Record<string, string> };
+    expect(secret.type).toBe("bootstrap.kubernetes.io/token");
+    expect(Object.keys(secret.data)).toContain("usage-bootstrap-authentication");
+    // kubeadm writes an expiration only for a token with a TTL; the token cleaner deletes it then.
+    expect(secret.data["expiration"]).toBeUndefined();
+  });
 
   it("labels and taints the LB nodes, and only them (environment.lbTaint)", async () => {
     const [key, value] = Object.entries(DEFAULT_LB_NODE_SELECTOR)[0]!;

@@ -133,7 +133,8 @@ describe("renderBootstrapScript", () => {
     const [init, clusterConfig, kubelet] = kubeadmDocs(script) as Record<string, unknown>[];
     expect(init).toMatchObject({
       kind: "InitConfiguration",
-      bootstrapTokens: [{ token: cluster.joinToken }],
+      // A token that never expires: machines added any time later join with it.
+      bootstrapTokens: [{ token: cluster.joinToken, ttl: "0s" }],
       localAPIEndpoint: { advertiseAddress: "10.0.0.10", bindPort: 6443 },
     });
     expect(clusterConfig).toMatchObject({

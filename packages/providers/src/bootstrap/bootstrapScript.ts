@@ -151,7 +151,11 @@ function kubeadmConfig(i: BootstrapScriptInput): string[] {
     "kind: InitConfiguration",
     "bootstrapTokens:",
     `  - token: ${token}`,
-    "    ttl: 24h0m0s",
+    // Never expires: machines added later (more workers, a replaced LB node) join with this same
+    // token, which lives only in Pulumi's state (a secret), in root-only files on the machines and in
+    // their boot scripts, which the metadata guard keeps from pods. kubeadm's 24 h default would let
+    // every later join fail, in the clouds silently.
+    "    ttl: 0s",
     "    usages: [signing, authentication]",
     "    groups: [system:bootstrappers:kubeadm:default-node-token]",
     "localAPIEndpoint:",

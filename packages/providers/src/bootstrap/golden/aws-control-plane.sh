@@ -128,7 +128,7 @@ apiVersion: kubeadm.k8s.io/v1beta4
 kind: InitConfiguration
 bootstrapTokens:
   - token: abc123.0123456789abcdef
-    ttl: 24h0m0s
+    ttl: 0s
     usages: [signing, authentication]
     groups: [system:bootstrappers:kubeadm:default-node-token]
 localAPIEndpoint:
