@@ -7,6 +7,7 @@ import { load } from "js-yaml";
 import { secretValue, settled, typeChain, valueOf } from "../../../../test/unit/pulumiMocks.ts";
 import { awsEnvironmentSchema } from "../awsEnvironment.ts";
 import { testCredentialsScript } from "../bootstrap/__fixtures__/testCredentials.ts";
+import { expectMachinesBootOnce } from "../__fixtures__/machineOptions.ts";
 import {
   AWS_ACCOUNT,
   AWS_API_IP,
@@ -93,7 +94,6 @@ describe("AwsCluster (cloud-routes: no BGP peers)", () => {
         subnetId: `plb-network-${node.zone}-id`,
         ami: DEBIAN_AMI,
         instanceType: "t3.medium",
-        userDataReplaceOnChange: true,
         metadataOptions: { httpTokens: "required" },
         rootBlockDevice: { encrypted: true },
       });
@@ -294,4 +294,15 @@ describe("AwsCluster (BGP: peers given)", () => {
     await settled();
     expect(recorded).toEqual([]);
   });
+});
+
+describe("AwsCluster's machines over time", () => {
+  // The control plane too: replacing it for a new script would start an empty cluster.
+  it("runs each machine's script once: a new script leaves running machines be, a replacement deletes first", () =>
+    expectMachinesBootOnce(
+      "aws:ec2/instance:Instance",
+      "userData",
+      (opts) =>
+        new AwsCluster("plb-once", { environment: environment(), network }, opts).environment.nodes.length,
+    ));
 });

@@ -14,6 +14,7 @@ import {
   type NodeFact,
   type ProvisionedEnvironment,
 } from "../provider.ts";
+import { bootOnceOptions } from "../machineLifecycle.ts";
 import { AwsNetwork } from "./awsNetwork.ts";
 import { AwsSecurityGroups } from "./awsSecurityGroups.ts";
 import { LbNodeRole } from "./lbNodeRole.ts";
@@ -153,9 +154,8 @@ export class AwsCluster extends pulumi.ComponentResource {
           instanceType: env.instanceType,
           ...placement,
           ...(lb && this.lbNodeRole && { iamInstanceProfile: this.lbNodeRole.instanceProfileName }),
-          // The bootstrap token and (control plane) the CA key are in it: a new script is a new machine.
+          // Run once, at first boot (machineLifecycle.ts).
           userData: userData(node),
-          userDataReplaceOnChange: true,
           // IMDSv2 only. LB pods reach it one hop further (their credentials, cloud-routes); no one else.
           metadataOptions: {
             httpEndpoint: "enabled",
@@ -165,7 +165,11 @@ export class AwsCluster extends pulumi.ComponentResource {
           rootBlockDevice: { volumeSize: ROOT_VOLUME_GB, volumeType: "gp3", encrypted: true },
           tags: { Name: node.name, "portable-lb.io/cluster": env.name, "portable-lb.io/role": node.role },
         },
-        { ...child, ...(node.role === "control-plane" && { dependsOn: [apiIp] }) },
+        {
+          ...child,
+          ...bootOnceOptions("userData"),
+          ...(node.role === "control-plane" && { dependsOn: [apiIp] }),
+        },
       );
     }
 

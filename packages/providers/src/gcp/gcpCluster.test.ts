@@ -7,6 +7,7 @@ import { GCP_CLOUD_ROUTES_PERMISSIONS } from "@portable-lb/core";
 import { secretValue, settled, typeChain, valueOf } from "../../../../test/unit/pulumiMocks.ts";
 import { GCP_API_IP, GCP_PROJECT, installCloudMocks } from "../__fixtures__/cloudMocks.ts";
 import { testCredentialsScript } from "../bootstrap/__fixtures__/testCredentials.ts";
+import { expectMachinesBootOnce } from "../__fixtures__/machineOptions.ts";
 import { clusterPorts } from "../clusterPorts.ts";
 import { expectApiServerWait } from "../__fixtures__/apiServerWait.ts";
 import { ApiServerReady } from "../apiServer/apiServerReady.ts";
@@ -218,4 +219,15 @@ describe("GcpCluster (BGP: peers given)", () => {
     expect(cluster.environment.bgp).toEqual({ routers: ["10.10.0.1"] });
     expect(cluster.environment.cloudRoutes).toBeUndefined();
   });
+});
+
+describe("GcpCluster's machines over time", () => {
+  // The control plane too: replacing it for a new script would start an empty cluster.
+  it("runs each machine's script once: a new script leaves running machines be, a replacement deletes first", () =>
+    expectMachinesBootOnce(
+      "gcp:compute/instance:Instance",
+      "metadataStartupScript",
+      (opts) =>
+        new GcpCluster("plb-once", { environment: environment(), network }, opts).environment.nodes.length,
+    ));
 });

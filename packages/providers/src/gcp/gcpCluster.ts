@@ -13,6 +13,7 @@ import {
   type NodeFact,
   type ProvisionedEnvironment,
 } from "../provider.ts";
+import { bootOnceOptions } from "../machineLifecycle.ts";
 import { GcpFirewall, gcpNodeTags } from "./gcpFirewall.ts";
 import { GcpNetwork } from "./gcpNetwork.ts";
 import { GcpNodeIdentity } from "./gcpNodeIdentity.ts";
@@ -129,11 +130,11 @@ export class GcpCluster extends pulumi.ComponentResource {
             enableVtpm: true,
             enableIntegrityMonitoring: true,
           },
-          // The bootstrap token and (control plane) the CA key are in it; a new script is a new machine.
+          // Run once: it stops at once on a machine that has joined (machineLifecycle.ts).
           metadataStartupScript: startupScript(node),
           metadata: { "block-project-ssh-keys": "true" },
         },
-        child,
+        { ...child, ...bootOnceOptions("metadataStartupScript") },
       );
     }
 
