@@ -9,6 +9,7 @@ import { pino } from "pino";
 import { nodeAgentPodSpec } from "../../packages/core/src/loadBalancer/nodeAgent.ts";
 import { NODE_ROUTE_PROTO } from "../../lb-image/src/nodeAgent/nodeRoutes.ts";
 import { BFD_MULTIHOP_PORT, BFD_STEERING_TABLE } from "../../lb-image/src/nodeAgent/bfdSteering.ts";
+import { parseAccessSet } from "../../lb-image/src/nodeAgent/metadataAccess.ts";
 import { startNodeAgent, type RunningNodeAgent } from "../../lb-image/src/nodeAgent/nodeAgent.ts";
 import { gatewayLab, spreadOver } from "../harness/netns/gatewayLab.ts";
 import type { LabNamespace, NetnsLab } from "@portable-lb/lab";
@@ -278,9 +279,9 @@ describe("node agent in a node network namespace", () => {
     // The guard as the cloud machines' bootstrap loads it.
     await node.run("nft", ["-f", "-"], { input: metadataGuardRules() });
     const allowed = async () =>
-      (await node.run("nft", ["-j", "list", "set", "inet", METADATA_GUARD.table, METADATA_GUARD.lbPodsSet]))
-        .match(/"elem": \[([^\]]*)\]/)?.[1]
-        ?.replace(/[" ]/g, "") ?? "";
+      parseAccessSet(
+        await node.run("nft", ["-j", "list", "set", "inet", METADATA_GUARD.table, METADATA_GUARD.lbPodsSet]),
+      ).join(",");
     try {
       // BGP mode: no pod needs the credentials; the set stays empty.
       await new Promise((r) => setTimeout(r, 1_500));

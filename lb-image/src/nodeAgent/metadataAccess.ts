@@ -8,7 +8,8 @@ import { METADATA_GUARD, type LbConfig } from "@portable-lb/core/config";
 import { z } from "zod";
 import { CommandError, run } from "../dataplane/exec.ts";
 
-const SET = `inet ${METADATA_GUARD.table} ${METADATA_GUARD.lbPodsSet}`;
+const SET_ARGS = ["inet", METADATA_GUARD.table, METADATA_GUARD.lbPodsSet];
+const SET = SET_ARGS.join(" ");
 
 /** The addresses to let through: the node's LB pods in the cloud-routes mode, else none. */
 export function desiredMetadataAccess(
@@ -53,7 +54,7 @@ export async function applyMetadataAccess(
 ): Promise<AccessResult> {
   let current: string[];
   try {
-    current = parseAccessSet(await run([...nft, "-j", "list", "set", ...SET.split(" ")]));
+    current = parseAccessSet(await run([...nft, "-j", "list", "set", ...SET_ARGS]));
   } catch (err) {
     if (err instanceof CommandError && /No such file or directory/.test(err.stderr)) return "unguarded";
     throw err;

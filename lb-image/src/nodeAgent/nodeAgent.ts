@@ -157,6 +157,8 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<RunningNodeAg
   let routed: NodeRoute[] = [];
   // Unknown until the first run; logged when it turns (or starts) off.
   let forwarding: boolean | undefined;
+  /** Whether the node has the metadata guard (metadataAccess.ts), until a run finds it has not. */
+  let guarded = true;
   /** When the last run started: the periodic check waits resyncMs after any run. */
   let lastRun = performance.now();
   const runner = new CoalescingRunner(
@@ -182,9 +184,12 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<RunningNodeAg
         pods.list().flatMap((p) => p.status?.podIP ?? []),
       );
       // Apart from the routes: they must not wait for, or be reported failed by, the guard's set.
+      // A node found without the guard stays so (it is loaded at boot, before the kubelet starts
+      // this agent): not asked again at every run, which `ip monitor`'s news make frequent.
       try {
-        if ((await applyMetadataAccess(nft, access)) === "changed")
-          o.log.info({ access }, "LB pods let through the node's metadata guard");
+        const result = guarded ? await applyMetadataAccess(nft, access) : "unguarded";
+        guarded = result !== "unguarded";
+        if (result === "changed") o.log.info({ access }, "LB pods let through the node's metadata guard");
       } catch (err) {
         o.log.error(
           { err, access },
