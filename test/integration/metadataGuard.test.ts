@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { NetnsLab, execCommand, waitUntil, type LabNamespace } from "@portable-lb/lab";
 import { INSTANCE_METADATA_ADDRESS as METADATA, METADATA_GUARD } from "@portable-lb/core";
 import { metadataGuardRules, metadataGuardUnit } from "@portable-lb/providers";
-import { startHttpEcho } from "../harness/netns/httpClient.ts";
+import { getInside, startHttpEcho } from "../harness/netns/httpClient.ts";
 
 // A UDP responder and a one-shot UDP query, in whichever namespace they are started.
 const UDP_ECHO = `const s=require("dgram").createSocket("udp4");s.on("message",(m,r)=>s.send(m,r.port,r.address));s.bind(53,"${METADATA}",()=>console.log("udp 53"))`;
@@ -21,12 +21,11 @@ let node: LabNamespace;
 let pod: LabNamespace;
 let dir: string;
 
-const reaches = async (ns: LabNamespace, port: number) =>
-  (
-    await ns.exec("curl", ["-sS", "-o", "/dev/null", "--max-time", "2", `http://${METADATA}:${port}/`], {
-      timeoutMs: 10_000,
-    })
-  ).code === 0;
+const reaches = (ns: LabNamespace, port: number) =>
+  getInside(ns, port, "/", { host: METADATA, timeoutMs: 2_000 }).then(
+    () => true,
+    () => false,
+  );
 const asksDns = async (ns: LabNamespace) =>
   (await ns.exec(process.execPath, ["-e", UDP_ASK], { timeoutMs: 10_000 })).code === 0;
 

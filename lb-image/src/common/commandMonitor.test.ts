@@ -1,16 +1,11 @@
 // A monitor command in a network namespace of its own: what it reports of a lost event.
 import { execFileSync } from "node:child_process";
 import { CommandMonitor } from "./commandMonitor.ts";
+import { waitFor } from "./testing/waitFor.ts";
 
 const NS = `plb-cm-${process.pid}`;
 beforeAll(() => execFileSync("ip", ["netns", "add", NS]));
 afterAll(() => execFileSync("ip", ["netns", "delete", NS]));
-
-const waitFor = async (check: () => boolean, ms = 5_000) => {
-  const deadline = Date.now() + ms;
-  while (!check() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-  return check();
-};
 
 /** The pid of this process's child running `ip ... monitor`. */
 function monitorPid(): number | undefined {

@@ -2,6 +2,7 @@
 // routes is due.
 import { execFileSync } from "node:child_process";
 import { RouteWatch } from "./routeWatch.ts";
+import { waitFor } from "../common/testing/waitFor.ts";
 
 const NS = `plb-rw-${process.pid}`;
 const ip = (...args: string[]) => execFileSync("ip", ["-n", NS, ...args], { timeout: 10_000 });
@@ -11,11 +12,6 @@ beforeAll(() => {
 });
 afterAll(() => execFileSync("ip", ["netns", "delete", NS]));
 
-const waitFor = async (check: () => boolean, ms = 5_000) => {
-  const deadline = Date.now() + ms;
-  while (!check() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-  return check();
-};
 const settle = () => new Promise((r) => setTimeout(r, 300));
 
 describe("RouteWatch", () => {
