@@ -2,11 +2,11 @@
 # (pause: the kubelets' pod sandbox; flannel: its DaemonSet; busybox: the demo web app and the node
 # tests' userland), the control plane kubeadm deploys (kube-apiserver, kube-controller-manager,
 # kube-scheduler, kube-proxy, etcd, coredns: for the onprem bootstrap's machines, which reach no
-# registry) and
-# the LB image (lb-image/image/build.sh, which caches its own build keyed by its inputs). Sourced by
-# toolenv.sh, which names each image's archive and reference (PORTABLE_LB_<NAME>_IMAGE_ARCHIVE /
-# _REF, NAME upper-cased with _ for -); bootstrap.sh calls install_images after the npm dependencies
-# (the LB image's application is compiled from them) and install_control_plane_images after them.
+# registry) and the LB image (lb-image/image/build.sh, which caches its own build keyed by its
+# inputs). Sourced by toolenv.sh, which names each image's archive and reference
+# (PORTABLE_LB_<NAME>_IMAGE_ARCHIVE / _REF, NAME upper-cased with _ for -); bootstrap.sh calls
+# install_images after the npm dependencies (the LB image's application is compiled from them) and
+# install_control_plane_images after them.
 
 LAB_IMAGES=(pause flannel busybox)
 # Named as `kubeadm config images list` names them, so kubeadm with imageRepository
