@@ -7,7 +7,7 @@ import { load } from "js-yaml";
 import { secretValue, settled, typeChain, valueOf } from "../../../../test/unit/pulumiMocks.ts";
 import { awsEnvironmentSchema } from "../awsEnvironment.ts";
 import { testCredentialsScript } from "../bootstrap/__fixtures__/testCredentials.ts";
-import { expectMachinesBootOnce } from "../__fixtures__/machineOptions.ts";
+import { expectMachinesBootOnce } from "../__fixtures__/machinesBootOnce.ts";
 import {
   AWS_ACCOUNT,
   AWS_API_IP,

@@ -7,7 +7,7 @@ import { GCP_CLOUD_ROUTES_PERMISSIONS } from "@portable-lb/core";
 import { secretValue, settled, typeChain, valueOf } from "../../../../test/unit/pulumiMocks.ts";
 import { GCP_API_IP, GCP_PROJECT, installCloudMocks } from "../__fixtures__/cloudMocks.ts";
 import { testCredentialsScript } from "../bootstrap/__fixtures__/testCredentials.ts";
-import { expectMachinesBootOnce } from "../__fixtures__/machineOptions.ts";
+import { expectMachinesBootOnce } from "../__fixtures__/machinesBootOnce.ts";
 import { clusterPorts } from "../clusterPorts.ts";
 import { expectApiServerWait } from "../__fixtures__/apiServerWait.ts";
 import { ApiServerReady } from "../apiServer/apiServerReady.ts";
