@@ -6,6 +6,7 @@
 //   nginx        nginx as the load balancer on an LB node (proxying to the pods; the thesis's baseline)
 // nginx closes its client connections after each answer too (keepalive_timeout 0): kept alive, they
 // would spare the client the handshakes the other two ways pay, and measure that instead of the LB.
+// Nor does it keep connections to the pods (httpd closes them; nginx reused closed ones and failed).
 // This machine has two CPUs shared by the client, the LBs and the pods, so absolute figures say
 // little; the report gives each way's ratio to direct-to-pod at the same backend count, and what
 // the load balancing itself costs: the whole machine's busy CPU per request (/proc/stat, over each
@@ -13,7 +14,11 @@
 // data-plane mode (named in the report): once per mode sets DSR and SNAT side by side.
 // The machine's own noise is as large as the differences, so each backend count runs in rounds:
 // every round runs the three ways back to back (in a rotated order), the ratios are taken within a
-// round, and the report gives their median and range over the rounds.
+// round, and the report gives their median and range over the rounds. The client keeps 8
+// connections per backend pod open: the demo's httpd accepts 9 at most, and with 32 on one pod it
+// dropped hundreds of connections per run, each a 1 s TCP retry the path had no part in (the
+// report counts such drops: lib/listenOverflows.ts). Where each way's busy CPU went, per group of
+// processes, comes after the table (lib/cpuBreakdown.ts).
 //
 //   npm run lab && npm run --silent lab -- outputs | npm run bench:lab-throughput -- [--backends 1,2,3,6] [--seconds 10] [--rounds 3]
 //   PLB_LAB_MODE=snat npm run lab && npm run --silent lab -- outputs | npm run bench:lab-throughput
@@ -21,12 +26,24 @@
 // For `direct` the router gets routes to the nodes' pod subnets for the run (removed after), as a
 // flat routed network would have. Writes results.csv, summary.json, report.txt and throughput.png
 // under bench/results/lab-throughput-<time>/.
-import { existsSync, globSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, globSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { DEMO_PORT, instancesRoot, labNamespace, type ProcessRecord, stopRecorded } from "@portable-lb/lab";
+import {
+  CLOCK_TICKS_PER_SECOND,
+  DEMO_PORT,
+  instancesRoot,
+  labNamespace,
+  parseProcStat,
+  type ProcessRecord,
+  stopRecorded,
+} from "@portable-lb/lab";
 import { busyDuring } from "./lib/busyCpu.ts";
 import { progress } from "./lib/benchSetup.ts";
+import { cpuBreakdown } from "./lib/cpuBreakdown.ts";
+import type { ProcessSample } from "./lib/idleCpu.ts";
+import { labProcesses } from "./lib/labProcesses.ts";
+import { overflowsOf } from "./lib/listenOverflows.ts";
 import { dataPlaneMode, demoReplicas, labRig, scaleDemo, type LabRig } from "./lib/labRig.ts";
 import { runLoad } from "./lib/loadClient.ts";
 import { percentile } from "./lib/stats.ts";
@@ -35,8 +52,11 @@ import { newRunDir, writeRunFiles } from "./lib/runFiles.ts";
 
 const BENCH_DIR = dirname(resolve(process.argv[1]!));
 const BACKEND_PORT = DEMO_PORT;
+/** The demo pods' server (the lab's demoWebApp.ts): busybox's httpd. */
+const DEMO_SERVER = "httpd";
 const NGINX_PORT = 8081;
-const CONNECTIONS = 32;
+/** Below the demo httpd's accept backlog of 9 (lib/listenOverflows.ts), and enough to keep both CPUs busy. */
+const CONNECTIONS_PER_BACKEND = 6;
 const MODES = ["portable-lb", "direct", "nginx"] as const;
 type Mode = (typeof MODES)[number];
 interface Run {
@@ -46,7 +66,20 @@ interface Run {
   rps: number;
   failures: number;
   cpuMsPerRequest: number;
+  /** Connections the backends' servers dropped with their accept queue full (each costs a 1 s retry). */
+  backlogDrops: number;
+  /** Where that busy CPU went, ms per request: per group of the lab's processes, the load client, and the rest. */
+  where: Record<string, number>;
 }
+
+/** Groups worth a row of the breakdown: at least this many ms per request in some run. */
+const BREAKDOWN_MIN_MS = 0.005;
+
+/** CPU seconds of this process's waited-for children (the load client runs as one). */
+const childrenSeconds = () => {
+  const self = parseProcStat(readFileSync("/proc/self/stat", "utf8"));
+  return (self.cutime + self.cstime) / CLOCK_TICKS_PER_SECOND;
+};
 
 const median = (xs: number[]) =>
   percentile(
@@ -75,30 +108,47 @@ function nginxConfig(dir: string, backends: string[]): string {
     `  fastcgi_temp_path ${dir}/fastcgi; uwsgi_temp_path ${dir}/uwsgi; scgi_temp_path ${dir}/scgi;`,
     "  upstream backends {",
     ...backends.map((ip) => `    server ${ip}:${BACKEND_PORT};`),
-    "    keepalive 64;",
     "  }",
     "  server {",
     `    listen ${NGINX_PORT};`,
-    '    location / { proxy_pass http://backends; proxy_http_version 1.1; proxy_set_header Connection ""; }',
+    "    location / { proxy_pass http://backends; }",
     "  }",
     "}",
     "",
   ].join("\n");
 }
 
-/** Requests per second of back-to-back load from the client to `urls` for `seconds`. */
+/** Requests per second of back-to-back load from the client to `urls` for `seconds`, and its CPU. */
 async function load(
   rig: LabRig,
+  snapshot: () => ProcessSample[],
   urls: string[],
+  connections: number,
   seconds: number,
-): Promise<{ rps: number; failures: number; cpuMsPerRequest: number }> {
+): Promise<Omit<Run, "mode" | "backends" | "round">> {
+  const before = snapshot();
+  const overflowsBefore = overflowsOf(before, DEMO_SERVER);
+  const clientBefore = childrenSeconds();
+  const started = performance.now();
   const { result: r, busyS } = await busyDuring(() =>
-    runLoad(rig.plan.client.netns, { urls, connections: CONNECTIONS, seconds, intervalMs: 0 }),
+    runLoad(rig.plan.client.netns, { urls, connections, seconds, intervalMs: 0 }),
   );
+  const elapsedS = (performance.now() - started) / 1000;
+  const after = snapshot();
+  const where = cpuBreakdown({
+    before,
+    after,
+    elapsedS,
+    requests: r.requests,
+    busyS,
+    clientS: childrenSeconds() - clientBefore,
+  });
   return {
     rps: r.requests / seconds,
     failures: r.failures.length,
     cpuMsPerRequest: (1000 * busyS) / Math.max(1, r.requests),
+    backlogDrops: overflowsOf(after, DEMO_SERVER) - overflowsBefore,
+    where,
   };
 }
 
@@ -129,6 +179,7 @@ async function main(): Promise<void> {
     ip: n.status!.addresses!.find((a) => a.type === "InternalIP")!.address,
     podCidr: n.spec!.podCIDR!,
   }));
+  const snapshot = labProcesses(rig.plan);
   const original = await demoReplicas(rig);
   const nginxDir = join(runDir, "nginx");
   const runs: Run[] = [];
@@ -156,10 +207,10 @@ async function main(): Promise<void> {
       for (let round = 0; round < rounds; round++) {
         // Rotated, so that no way always runs first (on a machine still settling) or last.
         for (const mode of MODES.map((_, i) => MODES[(i + round) % MODES.length]!)) {
-          const r = await load(rig, urls[mode], seconds);
+          const r = await load(rig, snapshot, urls[mode], count * CONNECTIONS_PER_BACKEND, seconds);
           runs.push({ mode, backends: count, round, ...r });
           progress(
-            `  round ${round + 1} ${mode.padEnd(12)} ${r.rps.toFixed(0).padStart(6)} requests/s, ${r.failures} failures`,
+            `  round ${round + 1} ${mode.padEnd(12)} ${r.rps.toFixed(0).padStart(6)} requests/s, ${r.failures} failures, ${r.backlogDrops} backlog drops`,
           );
         }
       }
@@ -198,6 +249,7 @@ async function main(): Promise<void> {
         backends,
         rps: median(each((r) => r.rps)),
         failures: each((r) => r.failures).reduce((a, b) => a + b, 0),
+        backlogDrops: each((r) => r.backlogDrops).reduce((a, b) => a + b, 0),
         cpuMsPerRequest: median(each((r) => r.cpuMsPerRequest)),
         ratio: median(each((r) => r.ratio)),
         ratioRange: range(each((r) => r.ratio)),
@@ -207,16 +259,40 @@ async function main(): Promise<void> {
       };
     }),
   );
+  // Where each way's CPU went, per backend count: median ms per request over the rounds, by group.
+  const breakdown = counts.flatMap((backends) => {
+    const of = (mode: Mode) => runs.filter((r) => r.mode === mode && r.backends === backends);
+    const groups = [...new Set(runs.flatMap((r) => Object.keys(r.where)))]
+      .filter((g) => runs.some((r) => r.backends === backends && (r.where[g] ?? 0) >= BREAKDOWN_MIN_MS))
+      .map((group) => ({
+        group,
+        ms: Object.fromEntries(
+          MODES.map((m) => [m, median(of(m).map((r) => r.where[group] ?? 0))]),
+        ) as Record<Mode, number>,
+      }))
+      .sort((a, b) => b.ms["portable-lb"] - a.ms["portable-lb"] || a.group.localeCompare(b.group));
+    const width = Math.max(5, ...groups.map((g) => g.group.length));
+    const ms = (v: number) => v.toFixed(3).padStart(12);
+    return [
+      "",
+      `where the busy CPU went with ${backends} backend(s), ms per request (medians over the rounds):`,
+      `${"group".padEnd(width)}  ${MODES.map((m) => m.padStart(12)).join("")}  ${"lb - direct".padStart(12)}${"nginx - direct".padStart(15)}`,
+      ...groups.map(
+        (g) =>
+          `${g.group.padEnd(width)}  ${MODES.map((m) => ms(g.ms[m])).join("")}  ${ms(g.ms["portable-lb"] - g.ms.direct)}${ms(g.ms.nginx - g.ms.direct).padStart(15)}`,
+      ),
+    ];
+  });
   const text = [
     "portable-lb on the lab: throughput vs backend pods (cf. thesis Fig. 6.4)",
     `machine: ${machine.cpus} x ${machine.cpuModel} (client, LBs and pods share it: read the ratios)`,
     `portable-lb's data plane: ${lbMode}`,
-    `${CONNECTIONS} client connections at a time, back to back (a new connection per request: the demo pods and nginx close them), ${seconds} s per run, ${rounds} round(s) of the three ways per backend count`,
+    `${CONNECTIONS_PER_BACKEND} client connections per backend pod at a time, back to back (a new connection per request: the demo pods and nginx close them), ${seconds} s per run, ${rounds} round(s) of the three ways per backend count`,
     "figures: medians over the rounds; ratios and costs are taken within each round (range in brackets)",
     "busy CPU: the whole machine's (/proc/stat) per request; LB cost: that minus direct-to-pod's",
     "targets (portable-lb): >= 0.9x direct's requests/s with dsr; LB cost <= 0.2x nginx's",
     "",
-    "backends  mode          requests/s  ratio to direct (range)  failures  busy CPU ms/req  LB cost ms/req  cost vs nginx (range)",
+    "backends  mode          requests/s  ratio to direct (range)  failures  backlog drops  busy CPU ms/req  LB cost ms/req  cost vs nginx (range)",
     ...rows.map((r) =>
       [
         String(r.backends).padStart(8),
@@ -224,15 +300,25 @@ async function main(): Promise<void> {
         r.rps.toFixed(0).padStart(11),
         `${r.ratio.toFixed(2)} (${r.ratioRange})`.padStart(24),
         String(r.failures).padStart(9),
+        String(r.backlogDrops).padStart(13),
         r.cpuMsPerRequest.toFixed(3).padStart(15),
         (r.mode === "direct" ? "-" : r.lbCpuMsPerRequest.toFixed(3)).padStart(14),
         (r.mode === "portable-lb" ? `${r.costVsNginx.toFixed(2)} (${r.costRange})` : "-").padStart(21),
       ].join("  "),
     ),
+    ...breakdown,
   ].join("\n");
   await writeRunFiles(runDir, {
     report: text,
-    summary: { machine, lbMode, seconds, rounds, connections: CONNECTIONS, rows, runs: paired },
+    summary: {
+      machine,
+      lbMode,
+      seconds,
+      rounds,
+      connectionsPerBackend: CONNECTIONS_PER_BACKEND,
+      rows,
+      runs: paired,
+    },
     csv: {
       name: "results.csv",
       header:
