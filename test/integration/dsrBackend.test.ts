@@ -8,7 +8,7 @@
 //
 //   client (10.30.0.2) ─ router ─ lb (10.31.0.2, VIPs routed here)
 //                          └──── node (10.32.0.2) ══ cni0 10.244.1.1/24 ══ pod-a .5, pod-b .6
-import { CoreV1Api, NetworkingV1Api } from "@kubernetes/client-node";
+import { CoordinationV1Api, CoreV1Api, NetworkingV1Api, type KubeConfig } from "@kubernetes/client-node";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { pino } from "pino";
@@ -20,10 +20,11 @@ import {
   DSR_UDP_PORT,
 } from "../../lb-image/src/dataplane/dsr/dsrTunnel.ts";
 import type { VirtualService } from "../../lb-image/src/dataplane/model.ts";
-import type { DsrReport } from "../../lb-image/src/nodeAgent/dsr/dsrApplier.ts";
+import { IPIP_PROBE_DEVICE, type DsrReport } from "../../lb-image/src/nodeAgent/dsr/dsrApplier.ts";
 import { DSR_NODE_TABLE, parseNodeTable } from "../../lb-image/src/nodeAgent/dsr/nodeDsrTable.ts";
 import { LO_LABEL } from "../../lb-image/src/nodeAgent/dsr/podDsrState.ts";
-import { lbConfigSchema } from "@portable-lb/core/config";
+import { IPIP_DECAP_LABEL, ipipDecapLeaseName } from "../../lb-image/src/common/ipipDecap.ts";
+import { lbConfigSchema, type LbConfig } from "@portable-lb/core/config";
 import { startNodeAgent } from "../../lb-image/src/nodeAgent/nodeAgent.ts";
 import { NftEngine } from "../../lb-image/src/dataplane/nft/nftEngine.ts";
 import { statusWriter } from "../../lb-image/src/controller/statusWriter.ts";
@@ -67,6 +68,19 @@ const svc = (vip: string, backends: string[]): VirtualService => ({
 });
 
 const applier = (registry?: Registry) => backendNode!.applier(registry);
+/** The real node agent on the test's node, its DSR half reading the test's netns directory. */
+const startAgent = (config: LbConfig, kubeconfig: KubeConfig, namespace: string) =>
+  startNodeAgent({
+    config,
+    kubeconfig,
+    log,
+    nodeName: NODE,
+    namespace,
+    commandPrefix: backendNode!.agentPrefix(),
+    httpPort: 0,
+    httpHost: "127.0.0.1",
+    dsr: { netnsDir: backendNode!.netnsDir, procSysNet: "/proc/sys/net", resyncMs: 500 },
+  });
 
 /** What the LB's observation table counted: packets it encapsulated, and replies from a VIP (DSR: none). */
 async function lbCounters(): Promise<{ encapsulated: number; replies: number }> {
@@ -188,7 +202,7 @@ describe("DSR backend side in network namespaces", () => {
     expect((await ask()).error).toBeDefined();
     const report = await applier().apply([svc(VIP, [POD_A])], NODE);
     expectClean(report);
-    expect(report).toMatchObject({ pods: 1, vips: [VIP], hostNetwork: [], noIpip: [] });
+    expect(report).toMatchObject({ pods: 1, vips: [VIP], hostNetwork: [] });
     expect(await podState(podA)).toMatchObject({
       device: { mtu: POD_MTU - 50, mac: DSR_BACKEND_MAC },
       vips: [VIP],
@@ -225,14 +239,26 @@ describe("DSR backend side in network namespaces", () => {
     expect(await podState(podA)).toMatchObject({ device: { mtu: POD_MTU - 50 }, vips: [VIP] });
     expect((await podA.exec("ip", ["link", "show", DSR_BACKEND_IPIP_DEVICE])).code).not.toBe(0);
     expect(await registry.getSingleMetricAsString("portable_lb_dsr_ipip")).toMatch(/ 0$/);
-    // The backend is reported (the node agent tells its Services, DirectServerReturnNoIpip).
-    expect(report.noIpip).toEqual([{ ip: POD_A, vips: [VIP] }]);
     // Learnt once: the next run neither tries again nor says it again, and the VIP still answers.
     const again = await agent.apply([svc(VIP, [POD_A])], NODE);
     expect(again.changes).toBe(0);
-    expect(again.noIpip).toEqual([{ ip: POD_A, vips: [VIP] }]);
+    // What the node agent tells the LB pods (its Lease), from that same attempt.
+    expect(await agent.ipipDecap()).toBe(false);
     expect(lines.filter((l) => l.includes("the kernel has no ipip"))).toHaveLength(1);
     expect(await ask()).toMatchObject({ backend: VIP, client: CLIENT_IP });
+  });
+
+  it("learns whether the kernel has ipip on the node itself, before any pod needs it", async () => {
+    const lines: string[] = [];
+    const agent = backendNode!.applier(new Registry(), {
+      ipip: true,
+      log: pino({ level: "warn" }, { write: (line: string) => void lines.push(line) }),
+    });
+    // This machine's kernel has none; the probe device is not left behind either way.
+    expect(await agent.ipipDecap()).toBe(false);
+    expect(await agent.ipipDecap()).toBe(false);
+    expect(lines.filter((l) => l.includes("the kernel has no ipip"))).toHaveLength(1);
+    expect((await backendNode!.node.exec("ip", ["link", "show", IPIP_PROBE_DEVICE])).code).not.toBe(0);
   });
 
   it("repairs drift: the VIP off lo, the node's table deleted, rp_filter made strict again", async () => {
@@ -383,17 +409,7 @@ describe("DSR backend side in network namespaces", () => {
         namespace: ns,
         body: netpol.tunnelPolicy(ns, [netpol.lbPodsPeer(lbNs)]),
       });
-      return startNodeAgent({
-        config,
-        kubeconfig: kc,
-        log,
-        nodeName: NODE,
-        namespace: lbNs,
-        commandPrefix: backendNode!.agentPrefix(),
-        httpPort: 0,
-        httpHost: "127.0.0.1",
-        dsr: { netnsDir: backendNode!.netnsDir, procSysNet: "/proc/sys/net", resyncMs: 500 },
-      });
+      return startAgent(config, kc, lbNs);
     })();
     try {
       await settle(async () => JSON.stringify((await podState(podA)).vips) === JSON.stringify([VIP]));
@@ -415,6 +431,59 @@ describe("DSR backend side in network namespaces", () => {
     } finally {
       await agent.stop();
       await core.deleteNamespace({ name: ns }).catch(() => undefined);
+    }
+  });
+
+  it("with IPVS-engine LBs on this kernel (no ipip): says so in its Lease and serves the port by SNAT, as they do", async () => {
+    const ns = `dsrbackend-ipip-${process.pid}`;
+    const lbNs = `dsrbackend-ipip-lb-${process.pid}`;
+    const config = (engine: "nftables" | "ipvs") =>
+      lbConfigSchema.parse({
+        loadBalancerClass: "portable-lb.io/dsrbackend-ipip",
+        routingMode: "bgp",
+        podCidr: "10.244.0.0/16",
+        vipPools: [{ name: "web", cidr: "10.1.1.0/24" }],
+        dataPlane: { mode: "dsr", engine },
+        bgp: { asn: 64512, routeReflectors: ["10.0.0.5"] },
+      });
+    const kc = testKubeConfig();
+    const core = kc.makeApiClient(CoreV1Api);
+    const coordination = kc.makeApiClient(CoordinationV1Api);
+    const lease = () =>
+      coordination
+        .readNamespacedLease({ name: ipipDecapLeaseName(NODE), namespace: lbNs })
+        .catch(() => undefined);
+    const start = (engine: "nftables" | "ipvs") => startAgent(config(engine), kc, lbNs);
+    for (const name of [ns, lbNs]) await core.createNamespace({ body: { metadata: { name } } });
+    await createLbService(kc, ns, "web", config("ipvs").loadBalancerClass, [{ ip: POD_A, nodeName: NODE }], {
+      port: 8080,
+    });
+    await statusWriter(core)(await core.readNamespacedService({ name: "web", namespace: ns }), [VIP]);
+    let agent = await start("nftables");
+    try {
+      // VXLAN LBs: the port is DSR's, pod A holds the VIP, and no Lease is written.
+      await settle(async () => JSON.stringify((await podState(podA)).vips) === JSON.stringify([VIP]));
+      expect(await lease()).toBeUndefined();
+      await agent.stop();
+      // IPVS LBs tunnel in IPIP, which this kernel cannot decapsulate: the agent says so, and takes
+      // the port off DSR as the controllers do (the same desiredState, the same Lease).
+      agent = await start("ipvs");
+      await settle(async () => (await lease())?.metadata?.labels?.[IPIP_DECAP_LABEL] === "false");
+      expect((await lease())?.spec?.holderIdentity).toBe(NODE);
+      await settle(async () => (await podState(podA)).vips.length === 0);
+      // A Lease changed by hand is put back.
+      const changed = (await lease())!;
+      changed.metadata!.labels![IPIP_DECAP_LABEL] = "true";
+      await coordination.replaceNamespacedLease({
+        name: changed.metadata!.name!,
+        namespace: lbNs,
+        body: changed,
+      });
+      await settle(async () => (await lease())?.metadata?.labels?.[IPIP_DECAP_LABEL] === "false");
+      await settle(async () => (await podState(podA)).vips.length === 0);
+    } finally {
+      await agent.stop();
+      for (const name of [ns, lbNs]) await core.deleteNamespace({ name }).catch(() => undefined);
     }
   });
 });

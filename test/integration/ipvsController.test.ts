@@ -15,7 +15,8 @@
 // agent undoes the others). One guest boot.
 // Not here: the BGP speaker (the guest has no BIRD; POD_IP/HOST_IP, which turn the controller's
 // speaker control on, are left out).
-import { CoreV1Api, DiscoveryV1Api } from "@kubernetes/client-node";
+import { CoordinationV1Api, CoreV1Api, DiscoveryV1Api } from "@kubernetes/client-node";
+import { IPIP_DECAP_LABEL, ipipDecapLeaseName } from "../../lb-image/src/common/ipipDecap.ts";
 import { LB_PATHS, REQUESTED_VIPS_ANNOTATION, lbConfigSchema } from "@portable-lb/core/config";
 import { randomUUID } from "node:crypto";
 import { DSR_BACKEND_IPIP_DEVICE } from "../../lb-image/src/dataplane/dsr/dsrTunnel.ts";
@@ -388,6 +389,13 @@ describe("the LB controller and node agent serve DSR through IPVS tunnel mode in
     expect(events.items.filter((e) => e.involvedObject.name === "nat").map((e) => e.reason)).toContain(
       DSR_FALLBACK_REASONS[0],
     );
+    // The node agent found ipip in the guest's kernel and said so in its node's Lease, which the
+    // controller watches: "web" stayed in tunnel mode (above).
+    const lease = await adminKc
+      .makeApiClient(CoordinationV1Api)
+      .readNamespacedLease({ name: ipipDecapLeaseName(NODE), namespace: NS });
+    expect(lease.metadata?.labels?.[IPIP_DECAP_LABEL]).toBe("true");
+    expect(lease.spec?.holderIdentity).toBe(NODE);
   });
 
   it("has the node agent prepare every backend: IPIP decap device up, the VIP on lo, rp_filter off", () => {

@@ -1,8 +1,9 @@
-// Watches Services and EndpointSlices (and, for direct server return, NetworkPolicies) through
-// informers (list + watch, no polling). When the API server goes away, the caches keep their last
-// contents, so the data plane keeps serving what it served; the informers are restarted with
-// backoff and resync on reconnect.
+// Watches Services and EndpointSlices (and, for direct server return, NetworkPolicies, and in IPVS
+// tunnel mode the nodes' IPIP Leases: common/ipipDecap.ts) through informers (list + watch, no
+// polling). When the API server goes away, the caches keep their last contents, so the data plane
+// keeps serving what it served; the informers are restarted with backoff and resync on reconnect.
 import {
+  CoordinationV1Api,
   CoreV1Api,
   DiscoveryV1Api,
   NetworkingV1Api,
@@ -10,12 +11,15 @@ import {
   type KubeConfig,
   type ListWatch,
   type V1EndpointSlice,
+  type V1Lease,
   type V1NetworkPolicy,
   type V1NetworkPolicyIngressRule,
   type V1Service,
 } from "@kubernetes/client-node";
 import type { Logger } from "pino";
+import { IPIP_DECAP_LABEL, nodesWithoutIpip } from "../common/ipipDecap.ts";
 import { ResilientInformers, type InformerHooks } from "../kube/informers.ts";
+import type { LbPeers } from "./dsrPolicy.ts";
 import type { ClusterView } from "./reconciler.ts";
 
 /**
@@ -57,24 +61,41 @@ function trimPolicy(policy: V1NetworkPolicy): void {
 export interface ServiceInformers {
   services: ListWatch<V1Service>;
   slices: ListWatch<V1EndpointSlice>;
-  /** With `networkPolicies` asked for. */
+  /** With direct server return. */
   networkPolicies?: ListWatch<V1NetworkPolicy>;
+  /** With direct server return in IPIP (the IPVS engine's tunnel mode), in the LB namespace. */
+  ipipDecapLeases?: ListWatch<V1Lease>;
 }
 
 /**
- * Services and EndpointSlices of every namespace, as informers in `informers`; NetworkPolicies too
- * when `networkPolicies` (direct server return: they may keep its tunnel from the backends).
+ * Services and EndpointSlices of every namespace, as informers in `informers`; with direct server
+ * return (`dsr`: who sends its tunnel) NetworkPolicies too, which may keep the tunnel from the
+ * backends, and for an IPIP tunnel the Leases saying which nodes cannot decapsulate it.
  */
 export function serviceInformers(
   informers: ResilientInformers,
   kc: KubeConfig,
-  networkPolicies = false,
+  dsr?: LbPeers,
 ): ServiceInformers {
   const core = kc.makeApiClient(CoreV1Api);
   const discovery = kc.makeApiClient(DiscoveryV1Api);
   const watch = new Watch(kc);
-  const networking = networkPolicies ? kc.makeApiClient(NetworkingV1Api) : undefined;
+  const networking = dsr ? kc.makeApiClient(NetworkingV1Api) : undefined;
+  const coordination = dsr?.tunnel === "ipip" ? kc.makeApiClient(CoordinationV1Api) : undefined;
   return {
+    ...(coordination && {
+      ipipDecapLeases: informers.add<V1Lease>("leases", {
+        path: `/apis/coordination.k8s.io/v1/namespaces/${dsr!.namespace}/leases`,
+        watch,
+        list: (page) =>
+          coordination.listNamespacedLease({
+            namespace: dsr!.namespace,
+            labelSelector: IPIP_DECAP_LABEL,
+            ...page,
+          }),
+        labelSelector: IPIP_DECAP_LABEL,
+      }),
+    }),
     ...(networking && {
       networkPolicies: informers.add<V1NetworkPolicy>("networkpolicies", {
         path: "/apis/networking.k8s.io/v1/networkpolicies",
@@ -101,10 +122,10 @@ export class ClusterWatch implements ClusterView {
   private readonly informers: ResilientInformers;
   private readonly watched: ServiceInformers;
 
-  /** `networkPolicies`: watch them too (see serviceInformers). */
-  constructor(kc: KubeConfig, log: Logger, hooks: InformerHooks, networkPolicies = false) {
+  /** `dsr`: watch what direct server return depends on too (see serviceInformers). */
+  constructor(kc: KubeConfig, log: Logger, hooks: InformerHooks, dsr?: LbPeers) {
     this.informers = new ResilientInformers(log, hooks);
-    this.watched = serviceInformers(this.informers, kc, networkPolicies);
+    this.watched = serviceInformers(this.informers, kc, dsr);
   }
 
   start(): Promise<void> {
@@ -124,5 +145,8 @@ export class ClusterWatch implements ClusterView {
   }
   networkPolicies(): V1NetworkPolicy[] | undefined {
     return this.watched.networkPolicies && [...this.watched.networkPolicies.list()];
+  }
+  nodesWithoutIpip(): ReadonlySet<string> | undefined {
+    return this.watched.ipipDecapLeases && nodesWithoutIpip(this.watched.ipipDecapLeases.list());
   }
 }

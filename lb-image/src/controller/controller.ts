@@ -132,7 +132,7 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
     },
     onError: (err) => o.log.warn({ err }, "leader election failed; not allocating until it succeeds"),
   });
-  const dsr = o.config.dataPlane.mode === "dsr";
+  const dsr = o.config.dataPlane.mode === "dsr" ? lbPeers(o.config, o.namespace) : undefined;
   const watch = new ClusterWatch(
     o.kubeconfig,
     o.log,
@@ -234,7 +234,7 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
     log: o.log,
     report: (items, type) => events.report(items, type),
     pod,
-    ...(dsr && { lbPeers: lbPeers(o.config, o.namespace) }),
+    ...(dsr && { lbPeers: dsr }),
     writeStatus: statusWriter(core),
     isLeader: () => elector.isLeader,
     health,

@@ -122,6 +122,55 @@ describe("desiredState", () => {
     expect(state([deny], "snat")).toMatchObject({ services: [{ forwarding: "snat" }], skipped: [] });
   });
 
+  it("serves a DSR port by SNAT while a backend's node cannot decapsulate IPIP, naming the nodes and the fix", () => {
+    const web = lbService("web", { vips: ["10.1.1.10"], uid: "u1" });
+    const other = lbService("api", { vips: ["10.1.1.11"] });
+    const state = (nodesWithoutIpip: ReadonlySet<string> | undefined, forwarding: "dsr" | "snat" = "dsr") =>
+      desiredState({
+        services: [web, other],
+        slices: [
+          slice(
+            "web",
+            [
+              { ip: "10.244.1.5", nodeName: "n1" },
+              { ip: "10.244.2.6", nodeName: "n2" },
+              { ip: "10.244.3.7", nodeName: "n3" },
+            ],
+            { port: 80 },
+          ),
+          slice("api", [{ ip: "10.244.1.8", nodeName: "n1" }], { port: 80 }),
+        ],
+        loadBalancerClass: CLASS,
+        scheduler: "mh",
+        forwarding,
+        ...(nodesWithoutIpip && { nodesWithoutIpip }),
+      });
+    const lacking = state(new Set(["n3", "n2", "n9"]));
+    // Only the Service with backends there falls back; the other keeps DSR.
+    expect(lacking.services.map((s) => [s.vip, s.forwarding])).toEqual([
+      ["10.1.1.10", "snat"],
+      ["10.1.1.11", "dsr"],
+    ]);
+    expect(lacking.skipped).toEqual([
+      {
+        object: "default/web",
+        uid: "u1",
+        kind: "Service",
+        reason: "DirectServerReturnNoIpip",
+        message: expect.stringMatching(
+          /^port http: backends run on nodes n2, n3, whose kernels have no ipip .* served through SNAT instead .* load ipip there \(modprobe ipip\) and restart the node agent on each, or set dataPlane\.engine nftables/,
+        ),
+      },
+    ]);
+    // Every node decapsulates (or nobody watches): DSR; SNAT never asks.
+    expect(state(new Set())).toMatchObject({
+      services: [{ forwarding: "dsr" }, { forwarding: "dsr" }],
+      skipped: [],
+    });
+    expect(state(undefined)).toMatchObject({ skipped: [] });
+    expect(state(new Set(["n3"]), "snat")).toMatchObject({ skipped: [] });
+  });
+
   it("drains terminating endpoints (weight 0) and leaves out the not-ready ones", () => {
     const out = run(
       [lbService("web", { vips: ["10.1.1.10"] })],

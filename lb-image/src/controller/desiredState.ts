@@ -24,6 +24,11 @@ export interface DesiredStateInput {
    * port whose backends they keep the tunnel from is served by SNAT (see forwardingOf).
    */
   networkPolicies?: { policies: V1NetworkPolicy[]; lb: LbPeers };
+  /**
+   * With forwarding dsr in IPVS tunnel mode (IPIP): the nodes whose kernels cannot decapsulate it
+   * (common/ipipDecap.ts); a port with backends there is served by SNAT (see forwardingOf).
+   */
+  nodesWithoutIpip?: ReadonlySet<string>;
   /** Active health-check verdicts (see health/); without it every backend counts as healthy. */
   isUnhealthy?: (target: HealthTarget) => boolean;
   /** Carried from one call to the next: ports whose slices are the same objects are not rebuilt. */
@@ -182,13 +187,15 @@ function backendsOf(
 export const DSR_FALLBACK_REASONS = [
   "DirectServerReturnUnavailable",
   "DirectServerReturnBlockedByNetworkPolicy",
+  "DirectServerReturnNoIpip",
 ] as const;
 
 /**
  * DSR hands the packet over unchanged, so a backend must listen on the Service's own port: a port
  * whose backends listen elsewhere (targetPort differs) is served by SNAT instead, and said so. So
- * is a port whose backends NetworkPolicies keep the DSR tunnel from (`blocking`: those policies):
- * DSR would black-hole its traffic. Either comes back to DSR by itself once fixed.
+ * is a port whose backends NetworkPolicies keep the DSR tunnel from (`blocking`: those policies),
+ * and one with backends on nodes that cannot decapsulate IPIP (`withoutIpip`, IPVS tunnel mode):
+ * DSR would black-hole their traffic. Each comes back to DSR by itself once fixed.
  */
 function forwardingOf(
   svc: V1Service,
@@ -196,6 +203,7 @@ function forwardingOf(
   backends: Backend[],
   wanted: Forwarding,
   blocking: { policies: string[]; lb: LbPeers } | undefined,
+  withoutIpip: ReadonlySet<string> | undefined,
   skipped: SkippedItem[],
 ): Forwarding {
   if (wanted !== "dsr") return wanted;
@@ -207,6 +215,18 @@ function forwardingOf(
       kind: "Service",
       reason: DSR_FALLBACK_REASONS[0],
       message: `port ${port.name ?? port.port}: its backends listen on ${elsewhere.join(", ")}, not on ${port.port}, and direct server return cannot change the port; ${snat}. Set targetPort to ${port.port} to have it served by DSR`,
+    });
+    return "snat";
+  }
+  const noIpip = [
+    ...new Set(backends.flatMap((b) => (b.nodeName && withoutIpip?.has(b.nodeName) ? [b.nodeName] : []))),
+  ].sort();
+  if (noIpip.length > 0) {
+    skipped.push({
+      ...refOf(svc),
+      kind: "Service",
+      reason: DSR_FALLBACK_REASONS[2],
+      message: `port ${port.name ?? port.port}: backends run on node${noIpip.length > 1 ? "s" : ""} ${noIpip.join(", ")}, whose kernel${noIpip.length > 1 ? "s have" : " has"} no ipip (as their node agents found), and the LB pods (dataPlane.engine ipvs) tunnel in IPIP; ${snat}. To have it served by DSR, load ipip there (modprobe ipip) and restart the node agent on each, or set dataPlane.engine nftables (VXLAN)`,
     });
     return "snat";
   }
@@ -285,7 +305,15 @@ export function desiredState(input: DesiredStateInput): DesiredState {
       input.cache?.set(memoKey, built);
       skipped.push(...built.skipped);
       const checked = applyHealth(built.backends, check, input, healthTargets);
-      const forwarding = forwardingOf(svc, port, checked, input.forwarding ?? "snat", blocking, skipped);
+      const forwarding = forwardingOf(
+        svc,
+        port,
+        checked,
+        input.forwarding ?? "snat",
+        blocking,
+        input.nodesWithoutIpip,
+        skipped,
+      );
       for (const vip of vips) {
         services.push({
           vip,

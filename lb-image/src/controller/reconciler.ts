@@ -42,6 +42,8 @@ export interface ClusterView {
   slices(): V1EndpointSlice[];
   /** Every namespace's NetworkPolicies, where they are watched (direct server return). */
   networkPolicies?(): V1NetworkPolicy[] | undefined;
+  /** Nodes that cannot decapsulate IPIP, where that is watched (the IPVS engine's DSR). */
+  nodesWithoutIpip?(): ReadonlySet<string> | undefined;
 }
 
 export interface ReconcilerDeps {
@@ -323,7 +325,7 @@ export class Reconciler {
       loadBalancerClass: config.loadBalancerClass,
       scheduler: config.dataPlane.scheduler,
       forwarding: config.dataPlane.mode,
-      ...networkPoliciesOf(view, this.d.lbPeers),
+      ...dsrInputsOf(view, this.d.lbPeers),
       cache: this.desiredCache,
       ...(this.d.health && { isUnhealthy: (t) => this.d.health!.isUnhealthy(t) }),
     });
@@ -465,9 +467,13 @@ export class Reconciler {
 }
 
 /** desiredState's NetworkPolicy input, where they are watched. */
-function networkPoliciesOf(view: ClusterView, lb: LbPeers | undefined) {
+function dsrInputsOf(view: ClusterView, lb: LbPeers | undefined) {
   const policies = view.networkPolicies?.();
-  return policies && lb ? { networkPolicies: { policies, lb } } : {};
+  const withoutIpip = view.nodesWithoutIpip?.();
+  return {
+    ...(policies && lb && { networkPolicies: { policies, lb } }),
+    ...(withoutIpip && { nodesWithoutIpip: withoutIpip }),
+  };
 }
 
 function asError(err: unknown): Error {

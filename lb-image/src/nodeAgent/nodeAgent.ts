@@ -9,13 +9,14 @@
 // forwarded DSR VIP traffic on every node, LB nodes too (dsr/dsrApplier.ts), following Services,
 // EndpointSlices and NetworkPolicies. On cloud machines it lets its node's LB pods through the
 // metadata guard in the cloud-routes mode (metadataAccess.ts).
-import { CoreV1Api, Watch, type KubeConfig, type V1Pod } from "@kubernetes/client-node";
+import { CoordinationV1Api, CoreV1Api, Watch, type KubeConfig, type V1Pod } from "@kubernetes/client-node";
 import { LB_APP_LABEL, LB_HTTP_PATHS, type LbConfig } from "@portable-lb/core/config";
 import type { Server } from "node:http";
 import type { Logger } from "pino";
 import { Counter, Gauge, Registry, collectDefaultMetrics } from "prom-client";
 import { CoalescingRunner } from "../common/coalescingRunner.ts";
 import { CommandMonitor } from "../common/commandMonitor.ts";
+import { nodesWithoutIpip, recordIpipDecap, saidOf } from "../common/ipipDecap.ts";
 import { startHttpServer, type ExtraEndpoint } from "../controller/httpServer.ts";
 import { withPrefix } from "../dataplane/exec.ts";
 import { serviceInformers } from "../controller/clusterWatch.ts";
@@ -273,23 +274,41 @@ function startDsr(
   informers: ResilientInformers,
   registry: Registry,
 ): CoalescingRunner {
-  const cluster = serviceInformers(informers, o.kubeconfig, true);
   const lb = lbPeers(o.config, o.namespace);
-  // Backends DSR cannot reach (host network; no ipip for IPVS LBs) are told on their Services.
+  const cluster = serviceInformers(informers, o.kubeconfig, lb);
+  // Backends DSR cannot reach on the host network are told on their Services.
   const events = new EventSink(o.kubeconfig.makeApiClient(CoreV1Api), o.log, "portable-lb-node-agent");
+  // LBs tunnel in IPIP where the IPVS engine is forced (DSR in auto runs on nftables: VXLAN).
+  const ipip = lb.tunnel === "ipip";
   const applier = new DsrApplier({
     commandPrefix: o.commandPrefix,
     netnsDir: dsr.netnsDir,
     procSysNet: dsr.procSysNet,
-    // LBs tunnel in IPIP where the IPVS engine is forced (DSR in auto runs on nftables: VXLAN).
-    ipip: o.config.dataPlane.engine === "ipvs",
+    ipip,
     log: o.log,
     registry,
   });
+  const coordination = o.kubeconfig.makeApiClient(CoordinationV1Api);
   return new CoalescingRunner(
     async () => {
+      // The LB pods and the other agents learn first whether this kernel has ipip: without it, their
+      // ports with backends here are served by SNAT (desiredState), not sent into a tunnel it drops.
+      // The Lease is written whenever the watched one says otherwise (or before the watch synced).
+      let decap: boolean | undefined;
+      if (ipip)
+        try {
+          decap = await applier.ipipDecap();
+          const said = informers.synced() ? saidOf(cluster.ipipDecapLeases!.list(), o.nodeName) : undefined;
+          if (said !== decap) await recordIpipDecap(coordination, o.namespace, o.nodeName, decap);
+        } catch (err) {
+          // The pods' DSR state is still kept below; the Lease is written on a later run.
+          o.log.warn({ err }, "could not tell the LB pods whether this kernel has ipip; retrying");
+        }
       if (!informers.synced()) return;
       const serviceObjects = [...cluster.services.list()];
+      const withoutIpip = cluster.ipipDecapLeases && nodesWithoutIpip(cluster.ipipDecapLeases.list());
+      // Of its own node the agent knows better than the Lease it may just have written.
+      if (withoutIpip && decap !== undefined) withoutIpip[decap ? "delete" : "add"](o.nodeName);
       const { services } = desiredState({
         services: serviceObjects,
         slices: [...cluster.slices.list()],
@@ -298,13 +317,11 @@ function startDsr(
         // The controller's own decision (same function, same inputs): which ports are DSR.
         forwarding: o.config.dataPlane.mode,
         networkPolicies: { policies: [...(cluster.networkPolicies?.list() ?? [])], lb },
+        ...(withoutIpip && { nodesWithoutIpip: withoutIpip }),
       });
       const report = await applier.apply(services, o.nodeName);
       const cls = o.config.loadBalancerClass;
-      await events.report([
-        ...unreachableBackendEvents("hostNetwork", report.hostNetwork, serviceObjects, cls, o.nodeName),
-        ...unreachableBackendEvents("noIpip", report.noIpip, serviceObjects, cls, o.nodeName),
-      ]);
+      await events.report(unreachableBackendEvents(report.hostNetwork, serviceObjects, cls, o.nodeName));
     },
     { onError: (err) => o.log.error({ err }, "DSR state update failed; retrying") },
   );

@@ -11,8 +11,9 @@
 //
 // Where LBs may run the IPVS engine (its tunnel mode sends IPIP), each pod also gets an IPIP device.
 // Whether the kernel has ipip is learnt from the first attempt (creating the device loads the module
-// where there is one): without it the pods keep VXLAN only, and the agent says so once (log and
-// metric), since IPVS-engine LBs cannot reach this node's backends.
+// where there is one; ipipDecap() tries on the node itself): without it the pods keep VXLAN only, and
+// the agent says so once (log and metric); the node agent tells the LB pods (common/ipipDecap.ts),
+// which then serve ports with backends here by SNAT.
 import { existsSync } from "node:fs";
 import type { Logger } from "pino";
 import { Counter, Gauge, type Registry } from "prom-client";
@@ -53,9 +54,10 @@ export interface DsrReport {
   failures: DsrFailure[];
   /** Host-network backends, not prepared. */
   hostNetwork: { ip: string; vips: string[] }[];
-  /** Backends prepared without IPIP although IPVS-engine LBs tunnel in it: the kernel has no ipip. */
-  noIpip: { ip: string; vips: string[] }[];
 }
+
+/** The device ipipDecap() makes on the node to learn whether the kernel has ipip, and deletes. */
+export const IPIP_PROBE_DEVICE = "plb-ipip-probe";
 
 function dsrMetrics(registry: Registry) {
   return {
@@ -93,6 +95,10 @@ function dsrMetrics(registry: Registry) {
 }
 
 const sysctlPath = (root: string, dev: string) => `${root}/ipv4/conf/${dev}/rp_filter`;
+
+/** `ip link add … type ipip` failed because the kernel has no ipip. */
+const noIpipModule = (err: unknown): err is CommandError =>
+  err instanceof CommandError && /Unknown device type/.test(err.stderr);
 
 export class DsrApplier {
   private readonly o: DsrApplierOptions;
@@ -189,16 +195,35 @@ export class DsrApplier {
     this.metrics.changes.inc(changes);
     this.metrics.pods.set(prepared.length);
     this.metrics.vips.set(plan.vips.length);
-    const noIpip =
-      this.o.ipip && this.ipipKernel === false ? prepared.map(([, t]) => ({ ip: t.ip!, vips: t.vips })) : [];
-    return {
-      pods: prepared.length,
-      vips: plan.vips,
-      changes,
-      failures,
-      hostNetwork: plan.hostNetwork,
-      noIpip,
-    };
+    return { pods: prepared.length, vips: plan.vips, changes, failures, hostNetwork: plan.hostNetwork };
+  }
+
+  /**
+   * Whether this node's kernel decapsulates IPIP, once known: from a pod's device, or from a device
+   * made on the node and deleted at once (making one loads ipip where the kernel has it as a module).
+   */
+  async ipipDecap(): Promise<boolean> {
+    if (this.ipipKernel !== undefined) return this.ipipKernel;
+    try {
+      await this.node("ip", ["link", "add", "name", IPIP_PROBE_DEVICE, "type", "ipip"]);
+    } catch (err) {
+      if (noIpipModule(err)) return this.lacksIpip(err);
+      // A probe device left by an agent stopped in between: made, so the kernel has ipip.
+      if (!(err instanceof CommandError && /File exists/.test(err.stderr))) throw err;
+    }
+    await this.node("ip", ["link", "del", IPIP_PROBE_DEVICE]);
+    this.ipipKernel = true;
+    return true;
+  }
+
+  private lacksIpip(err: CommandError): false {
+    this.ipipKernel = false;
+    this.metrics.ipip.set(0);
+    this.o.log.error(
+      { err: err.message },
+      "the kernel has no ipip: DSR backends on this node decapsulate VXLAN only, so LBs on the IPVS engine (tunnel mode, IPIP) serve their ports by SNAT; load the ipip module on this node and restart this agent, or set dataPlane.engine to nftables",
+    );
+    return false;
   }
 
   /** Reads one pod's state and applies its steps; without ipip once the kernel turns out to lack it. */
@@ -216,13 +241,8 @@ export class DsrApplier {
         await this.podStep(path, step);
       } catch (err) {
         const ipipAdd = "ip" in step && step.ip.join(" ").startsWith(`link add ${DSR_BACKEND_IPIP_DEVICE} `);
-        if (!ipipAdd || !(err instanceof CommandError && /Unknown device type/.test(err.stderr))) throw err;
-        this.ipipKernel = false;
-        this.metrics.ipip.set(0);
-        this.o.log.error(
-          { err: err.message },
-          "the kernel has no ipip: DSR backends on this node decapsulate VXLAN only, so LBs on the IPVS engine (tunnel mode, IPIP) cannot reach them; load the ipip module on this node, or set dataPlane.engine to nftables",
-        );
+        if (!ipipAdd || !noIpipModule(err)) throw err;
+        this.lacksIpip(err);
         return this.applyPod(path, ip, vips);
       }
     if (ipip && vips.length > 0) {

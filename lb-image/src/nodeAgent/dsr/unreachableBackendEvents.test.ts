@@ -8,7 +8,6 @@ describe("unreachableBackendEvents", () => {
 
   it("tells each of our Services served by a host-network backend, on the Service", () => {
     const items = unreachableBackendEvents(
-      "hostNetwork",
       [{ ip: "10.0.0.7", vips: ["10.1.1.10"] }],
       [web, api, foreign],
       CLASS,
@@ -28,24 +27,6 @@ describe("unreachableBackendEvents", () => {
   });
 
   it("says nothing without host-network backends", () => {
-    expect(unreachableBackendEvents("hostNetwork", [], [web, api], CLASS, "n1")).toEqual([]);
-  });
-
-  it("tells each of our Services whose backend here cannot decapsulate IPIP, naming the fix", () => {
-    const items = unreachableBackendEvents(
-      "noIpip",
-      [{ ip: "10.244.1.5", vips: ["10.1.1.10", "10.1.1.11"] }],
-      [web, api, foreign],
-      CLASS,
-      "n1",
-    );
-    expect(items.map((i) => [i.object, i.reason])).toEqual([
-      ["default/web", "DirectServerReturnNoIpip"],
-      ["team/api", "DirectServerReturnNoIpip"],
-    ]);
-    expect(items[0]!.message).toMatch(
-      /^backend 10\.244\.1\.5 on node n1 cannot decapsulate IPIP: .*modprobe ipip.*engine nftables/,
-    );
-    expect(unreachableBackendEvents("noIpip", [], [web], CLASS, "n1")).toEqual([]);
+    expect(unreachableBackendEvents([], [web, api], CLASS, "n1")).toEqual([]);
   });
 });

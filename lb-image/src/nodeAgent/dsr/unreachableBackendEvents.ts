@@ -1,27 +1,16 @@
 // Local DSR backends the LB pods' flows cannot reach, and what the node agent tells the Services'
-// owners about them, as Events on the Services whose VIPs they serve (a pure function):
-//   - hostNetwork: a backend on the host network is never prepared for DSR (dsrPlan.ts);
-//   - noIpip: with IPVS-engine LBs (their tunnel mode sends IPIP), a backend on a node whose kernel
-//     has no ipip decapsulates VXLAN only.
+// owners about them, as Events on the Services whose VIPs they serve (a pure function): a backend
+// on the host network is never prepared for DSR (dsrPlan.ts). (A node without ipip, for IPVS-engine
+// LBs, is told through its Lease instead, and its backends' ports are served by SNAT.)
 import type { V1Service } from "@kubernetes/client-node";
 import { isOurs, refOf, statusVips, type SkippedItem } from "../../controller/desiredState.ts";
 import type { DsrPlan } from "./dsrPlan.ts";
 
-const WHY = {
-  hostNetwork: {
-    reason: "DirectServerReturnHostNetworkBackend",
-    message: (ip: string, node: string) =>
-      `backend ${ip} on node ${node} is on the host network (its address is the node's), where direct server return cannot deliver (the VIP on the node's own lo would capture it for every pod): the flows the LB pods hand it get no answer. Run it in the pod network, or set dataPlane.mode snat`,
-  },
-  noIpip: {
-    reason: "DirectServerReturnNoIpip",
-    message: (ip: string, node: string) =>
-      `backend ${ip} on node ${node} cannot decapsulate IPIP: the node's kernel has no ipip module, and the LB pods (dataPlane.engine ipvs) tunnel in IPIP, so the flows they hand it get no answer. Load ipip on the node (modprobe ipip), or set dataPlane.engine nftables (VXLAN)`,
-  },
-} as const;
+const REASON = "DirectServerReturnHostNetworkBackend";
+const message = (ip: string, node: string) =>
+  `backend ${ip} on node ${node} is on the host network (its address is the node's), where direct server return cannot deliver (the VIP on the node's own lo would capture it for every pod): the flows the LB pods hand it get no answer. Run it in the pod network, or set dataPlane.mode snat`;
 
 export function unreachableBackendEvents(
-  why: keyof typeof WHY,
   backends: DsrPlan["hostNetwork"],
   services: V1Service[],
   loadBalancerClass: string,
@@ -37,8 +26,8 @@ export function unreachableBackendEvents(
       items.push({
         ...refOf(svc),
         kind: "Service",
-        reason: WHY[why].reason,
-        message: WHY[why].message(b.ip, nodeName),
+        reason: REASON,
+        message: message(b.ip, nodeName),
       });
     }
   }

@@ -267,6 +267,33 @@ describe("LoadBalancer", () => {
     ]);
   });
 
+  it("grants DSR on the IPVS engine watching its Leases (the nodes' IPIP say), and nftables DSR not", async () => {
+    const controllerRole = () =>
+      byType("kubernetes:rbac.authorization.k8s.io/v1:Role").find(
+        (r) => r.inputs.metadata.name === "portable-lb-controller",
+      )!.inputs.rules;
+    const watchLeases = {
+      apiGroups: ["coordination.k8s.io"],
+      resources: ["leases"],
+      verbs: ["list", "watch"],
+    };
+    new LoadBalancer("lb", {
+      config: { ...bgpConfig, dataPlane: { mode: "dsr", engine: "ipvs" } },
+      replicas: 2,
+      image: IMAGE,
+    });
+    await settled();
+    expect(controllerRole()).toContainEqual(watchLeases);
+    recorded.length = 0;
+    new LoadBalancer("lb2", {
+      config: { ...bgpConfig, dataPlane: { mode: "dsr" } },
+      replicas: 2,
+      image: IMAGE,
+    });
+    await settled();
+    expect(controllerRole()).not.toContainEqual(watchLeases);
+  });
+
   it("renders a config the controller's schema parses back to the same value", async () => {
     const lb = new LoadBalancer("lb", {
       image: IMAGE,

@@ -17,9 +17,9 @@ import { DEFAULT_LB_NODE_SELECTOR, LB_APP_LABEL, lbPodSpec } from "./podSpec.ts"
 import { NodeAgent } from "./nodeAgent.ts";
 import {
   LB_CLOUD_ROUTES_CLUSTER_RULES,
-  LB_CLOUD_ROUTES_NAMESPACE_RULES,
   LB_CLUSTER_RULES,
   LB_DSR_CLUSTER_RULES,
+  LB_LEASE_WATCH_RULES,
   LB_NAMESPACE_RULES,
 } from "./rbac.ts";
 import { clusterRoleFor, serviceAccountWithRole } from "./serviceAccountWithRole.ts";
@@ -125,12 +125,14 @@ export class LoadBalancer extends pulumi.ComponentResource {
     this.namespace = ns.name;
     const inNs = { namespace: ns.name, labels };
     const cloudRoutes = parsed.routingMode === "cloud-routes";
+    // DSR on the IPVS engine tunnels in IPIP: the node agents say which kernels cannot unwrap it.
+    const ipipTunnel = parsed.dataPlane.mode === "dsr" && parsed.dataPlane.engine === "ipvs";
 
     ({ serviceAccount: this.serviceAccount, role: this.role } = serviceAccountWithRole(
       name,
       NAME,
       inNs,
-      [...LB_NAMESPACE_RULES, ...(cloudRoutes ? LB_CLOUD_ROUTES_NAMESPACE_RULES : [])],
+      [...LB_NAMESPACE_RULES, ...(cloudRoutes || ipipTunnel ? LB_LEASE_WATCH_RULES : [])],
       child,
     ));
     this.clusterRole = clusterRoleFor(

@@ -131,6 +131,24 @@ describe("NodeAgent", () => {
     expect(pod.hostPID).toBeUndefined();
   });
 
+  it("with DSR on the IPVS engine: also keeps its node's IPIP Lease, in the LB namespace only", async () => {
+    const ipvs = lbConfigSchema.parse({ ...args.config, dataPlane: { mode: "dsr", engine: "ipvs" } });
+    new NodeAgent("agent", { ...args, config: ipvs, dsr: { netnsDir: "/run/containerd/netns" } });
+    await settled();
+    expect(byType(":Role")[0]!.rules).toEqual([
+      { apiGroups: [""], resources: ["pods"], verbs: ["get", "list", "watch"] },
+      {
+        apiGroups: ["coordination.k8s.io"],
+        resources: ["leases"],
+        verbs: ["get", "list", "watch", "create", "update"],
+      },
+    ]);
+    // Nothing more cluster-wide than DSR on nftables gets.
+    expect(byType(":ClusterRole")[0]!.rules).not.toContainEqual(
+      expect.objectContaining({ resources: ["leases"] }),
+    );
+  });
+
   it("skips Pulumi's readiness wait only when asked (clusters without kubelets)", async () => {
     new NodeAgent("agent", { ...args, skipAwait: true });
     await settled();

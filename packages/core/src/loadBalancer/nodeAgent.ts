@@ -14,7 +14,7 @@ import { LB_COMMANDS, LB_ENV, LB_HTTP_PATHS, LB_PATHS } from "../config/lbImage.
 import { minimalSecurityContext } from "../containerSecurity.ts";
 import { standardLabels } from "../labels.ts";
 import { LB_NODE_TOLERATIONS } from "./podSpec.ts";
-import { NODE_AGENT_DSR_CLUSTER_RULES, NODE_AGENT_RULES } from "./rbac.ts";
+import { NODE_AGENT_DSR_CLUSTER_RULES, NODE_AGENT_IPIP_RULES, NODE_AGENT_RULES } from "./rbac.ts";
 import { clusterRoleFor, serviceAccountWithRole } from "./serviceAccountWithRole.ts";
 
 export const NODE_AGENT_NAME = "portable-lb-node-agent";
@@ -107,7 +107,10 @@ export class NodeAgent extends pulumi.ComponentResource {
       name,
       NODE_AGENT_NAME,
       meta,
-      NODE_AGENT_RULES,
+      [
+        ...NODE_AGENT_RULES,
+        ...(args.dsr && args.config.dataPlane.engine === "ipvs" ? NODE_AGENT_IPIP_RULES : []),
+      ],
       { parent: this },
     ));
     if (args.dsr)

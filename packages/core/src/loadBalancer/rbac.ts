@@ -30,14 +30,31 @@ export const LB_CLOUD_ROUTES_CLUSTER_RULES: PolicyRule[] = [
   { apiGroups: [""], resources: ["nodes"], verbs: ["get"] },
 ];
 
-/** routingMode cloud-routes adds, in its namespace: watching the member and VIP Leases it coordinates by. */
-export const LB_CLOUD_ROUTES_NAMESPACE_RULES: PolicyRule[] = [
+/**
+ * Added in its namespace by routingMode cloud-routes (the member and VIP Leases it coordinates by)
+ * and by direct server return on the IPVS engine (each node's Lease on whether its kernel
+ * decapsulates IPIP, written by its node agent): watching Leases.
+ */
+export const LB_LEASE_WATCH_RULES: PolicyRule[] = [
   { apiGroups: ["coordination.k8s.io"], resources: ["leases"], verbs: ["list", "watch"] },
 ];
 
 /** The node agent, in the LB namespace only: it reads the LB pods (to route VIPs to its node's one). */
 export const NODE_AGENT_RULES: PolicyRule[] = [
   { apiGroups: [""], resources: ["pods"], verbs: ["get", "list", "watch"] },
+];
+
+/**
+ * With direct server return on the IPVS engine (IPIP tunnels), in the LB namespace: its node's Lease
+ * on whether the kernel decapsulates IPIP, which it writes, and every node's, which it watches (it
+ * decides which ports are DSR as the controllers do).
+ */
+export const NODE_AGENT_IPIP_RULES: PolicyRule[] = [
+  {
+    apiGroups: ["coordination.k8s.io"],
+    resources: ["leases"],
+    verbs: ["get", "list", "watch", "create", "update"],
+  },
 ];
 
 /**
