@@ -275,6 +275,26 @@ describe("DSR through two LB pods", () => {
     expect(new Set(answers).size).toBe(3);
   });
 
+  it("drops a client outside the DSR service's source ranges in every LB pod, before the flow table", async () => {
+    const url = `http://${VIP}:${PORT}/`;
+    const all = service(["p1", "p2", "p3"]);
+    const probe = () => httpHistogram(client, url, { count: 6, by: "name", requestTimeoutMs: 500 });
+    // The client (10.0.0.2) is outside: every request times out (dropped, not reset), through
+    // either LB pod, while the unrestricted SNAT service on the same VIP still answers.
+    await applyAll([{ ...all, sourceRanges: ["192.0.2.0-192.0.2.255"] }]);
+    const refused = await probe();
+    expect(refused.answered).toBe(0);
+    expect(Object.keys(refused.errors).join()).toMatch(/timed out/i);
+    expect((await httpHistogram(client, `http://${VIP}:80/`, { count: 6 })).failures).toBe(0);
+    // Admitted, then unrestricted: served again, and no firewall table is left in an LB pod.
+    await applyAll([{ ...all, sourceRanges: ["10.0.0.2-10.0.0.2"] }]);
+    expect((await probe()).failures).toBe(0);
+    await applyAll([all]);
+    expect((await probe()).failures).toBe(0);
+    for (const lb of lbs.values())
+      expect((await lb.exec("nft", ["list", "table", "ip", "portable_lb_firewall"])).code).not.toBe(0);
+  });
+
   it("removes every DSR tunnel and the node's DSR state when no service is served by DSR (the SNAT one stays)", async () => {
     await applyAll([]);
     for (const lb of lbs.values()) {

@@ -50,6 +50,8 @@ const config = lbConfigSchema.parse({
 });
 const WEB_VIP = "10.1.2.1";
 const NAT_VIP = "10.1.2.2";
+/** A DSR Service whose source ranges leave the guest's client out. */
+const CLOSED_VIP = "10.1.2.3";
 const NAT_PORT = 8080;
 const NODE = "ipvs-guest";
 const topo = routedTopology({ backends: 3, lbs: 1, dsrBackends: "agent" });
@@ -74,15 +76,15 @@ const endpoints = (service: string, ips: string[]) =>
     ips.map((address) => ({ ip: address, nodeName: NODE })),
     { ns: NS, name: `${service}-1`, port: topo.port },
   );
-const service = (name: string, vip: string, port: number) => ({
-  ...lbService(name, {
+const service = (name: string, vip: string, port: number, sourceRanges?: string[]) => {
+  const svc = lbService(name, {
     ns: NS,
     class: config.loadBalancerClass,
     ports: [{ name: "http", port, protocol: "TCP" }],
     annotations: { [REQUESTED_VIPS_ANNOTATION]: vip },
-  }),
-  status: {},
-});
+  });
+  return { ...svc, spec: { ...svc.spec, loadBalancerSourceRanges: sourceRanges }, status: {} };
+};
 
 const app = guestLbApp();
 const apiEnv = { KUBECONFIG };
@@ -124,6 +126,7 @@ const servers = (vip: string, port: number, method: string) =>
   `${inLb} ${ipvsadm} -Ln -t ${vip}:${port} 2>/dev/null | grep -c ${method} || true`;
 const webTunnels = servers(WEB_VIP, topo.port, "Tunnel");
 const natMasqs = servers(NAT_VIP, NAT_PORT, "Masq");
+const closedTunnels = servers(CLOSED_VIP, topo.port, "Tunnel");
 /** Waits (bounded) until `check` holds; exits 92 with both logs if not, or if a process ended. */
 const awaitUntil = (what: string, check: string, seconds: number) =>
   `i=0; until ${check}; do i=$((i + 1)); ` +
@@ -187,6 +190,7 @@ const script = [
   `${agent.command} >/tmp/agent.log 2>&1 &`,
   "agt=$!",
   awaitServers(3, 3, 300),
+  awaitUntil("2 tunnel servers for the closed VIP", `[ "$(${closedTunnels})" = 2 ]`, 60),
   awaitUntil("prepared backends", [n1, n2, n3].map(prepared).join(" && "), 120),
   observe(lb.ns, "prerouting"),
   observe(AGENT_NS, "forward"),
@@ -205,6 +209,10 @@ const script = [
   get(`http://${WEB_VIP}/cgi-bin/client`, 12),
   section("nat"),
   get(`http://${NAT_VIP}:${NAT_PORT}/`, 12),
+  section("closed"),
+  `for i in 1 2 3; do ${client} timeout 2 wget -q -O - http://${CLOSED_VIP}/ || echo "request failed"; done`,
+  section("firewall"),
+  `${inLb} nft list table ip portable_lb_firewall`,
   section("lb-counters"),
   `${inLb} nft list chain ip observe c`,
   section("router-counters"),
@@ -223,7 +231,7 @@ const script = [
   get(`http://${NAT_VIP}:${NAT_PORT}/`, 12),
   section("delete-web"),
   `echo "${DELETE_WEB}"`,
-  awaitUntil("web gone", `[ "$(${webTunnels})" = 0 ]`, 120),
+  awaitUntil("web and closed gone", `[ "$(${webTunnels})" = 0 ] && [ "$(${closedTunnels})" = 0 ]`, 120),
   awaitUntil("b2 and b3 undone", `${bare(n2)} && ${bare(n3)}`, 60),
   section("backends-after"),
   ...[n2, n3].flatMap(backendState),
@@ -286,8 +294,14 @@ describe("the LB controller and node agent serve DSR through IPVS tunnel mode in
     await core.createNamespace({ body: { metadata: { name: NS } } });
     await core.createNamespacedService({ namespace: NS, body: service("web", WEB_VIP, topo.port) });
     await core.createNamespacedService({ namespace: NS, body: service("nat", NAT_VIP, NAT_PORT) });
+    await core.createNamespacedService({
+      namespace: NS,
+      body: service("closed", CLOSED_VIP, topo.port, ["192.0.2.0/24"]),
+    });
     for (const name of ["web", "nat"])
       await discovery.createNamespacedEndpointSlice({ namespace: NS, body: endpoints(name, [b1, b2, b3]) });
+    // Not on b1, which the test removes from the others' slices and expects undone.
+    await discovery.createNamespacedEndpointSlice({ namespace: NS, body: endpoints("closed", [b2, b3]) });
     // The guest's kubeconfig: the forwarded address, the certificate checked against a name it has.
     const guestKc = testKubeConfig(`https://${GUEST_API.address}:${GUEST_API.port}`);
     guestKc.clusters = guestKc.clusters.map((c) => ({ ...c, tlsServerName: "kubernetes.default.svc" }));
@@ -320,7 +334,9 @@ describe("the LB controller and node agent serve DSR through IPVS tunnel mode in
                 ),
               )
             : line === DELETE_WEB
-              ? core.deleteNamespacedService({ name: "web", namespace: NS })
+              ? Promise.all(
+                  ["web", "closed"].map((name) => core.deleteNamespacedService({ name, namespace: NS })),
+                )
               : undefined;
         if (step) hostSteps.push(step.catch((err: unknown) => err));
       },
@@ -426,6 +442,16 @@ describe("the LB controller and node agent serve DSR through IPVS tunnel mode in
     );
   });
 
+  it("drops, before IPVS, every packet to a Service from outside its source ranges", () => {
+    // Each request timed out (busybox's timeout says "Terminated"): dropped, not refused.
+    expect(sectionOf(result, "closed")).toEqual(Array(3).fill(["Terminated", "request failed"]).flat());
+    const table = sectionOf(result, "firewall").join("\n");
+    // (The guest's nft names protocols by number.)
+    expect(table).toMatch(re(`${CLOSED_VIP} . 6 . ${topo.port} . 192.0.2.0/24`));
+    expect(table).not.toContain(WEB_VIP);
+    expect(table).toMatch(/saddr != @allowed counter packets [1-9]\d* bytes \d+ drop/);
+  });
+
   it("serves the remapped port in NAT mode through every backend, masqueraded", () => {
     const pages = sectionOf(result, "nat").map(servedBy);
     expect(pages).toHaveLength(12);
@@ -448,8 +474,11 @@ describe("the LB controller and node agent serve DSR through IPVS tunnel mode in
     expect(pages.filter((p) => p !== b2 && p !== b3)).toEqual([]);
   });
 
-  it("undoes the backends' state when the DSR Service goes", async () => {
-    expect(await hostSteps[1]).toMatchObject({ metadata: { name: "web" } });
+  it("undoes the backends' state when the DSR Services go", async () => {
+    expect(await hostSteps[1]).toMatchObject([
+      { metadata: { name: "web" } },
+      { metadata: { name: "closed" } },
+    ]);
     const state = perBackend(sectionOf(result, "backends-after"));
     expect([...state.keys()]).toEqual([n2, n3]);
     for (const text of state.values()) {

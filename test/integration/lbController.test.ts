@@ -199,6 +199,40 @@ describe("LB controller with nftables in a network namespace", () => {
     expect(Object.keys((await spread("10.1.1.1")).counts).sort()).toEqual(["b1", "b2", "b3"]);
   });
 
+  it("admits only the Service's source ranges: other clients' packets are dropped in the LB pod", async () => {
+    const ANNOTATION = "service.beta.kubernetes.io/load-balancer-source-ranges";
+    const restrict = async (field: string[] | undefined, annotation?: string) => {
+      const svc = await core.readNamespacedService({ name: "web", namespace: NS });
+      svc.spec!.loadBalancerSourceRanges = field;
+      svc.metadata!.annotations = { ...svc.metadata!.annotations };
+      if (annotation === undefined) delete svc.metadata!.annotations[ANNOTATION];
+      else svc.metadata!.annotations[ANNOTATION] = annotation;
+      await core.replaceNamespacedService({ name: "web", namespace: NS, body: svc });
+    };
+    const probe = () =>
+      httpHistogram(client, "http://10.1.1.1/", { count: 3, by: "name", requestTimeoutMs: 500 });
+    const firewall = async () =>
+      (await lbNs.exec("nft", ["list", "table", "ip", "portable_lb_firewall"])).stdout;
+    // The client (10.10.0.0/24) is outside: its SYNs are dropped (a timeout, not a refusal).
+    await restrict(["192.0.2.0/24"]);
+    await settle(async () => (await probe()).answered === 0);
+    const refused = await probe();
+    expect(refused.failures).toBe(3);
+    expect(Object.keys(refused.errors).join()).toMatch(/timed out/i);
+    expect(await firewall()).toMatch(/saddr != @allowed counter packets [1-9]\d* bytes \d+ drop/);
+    // Admitted: served over every backend again.
+    await restrict(["10.10.0.7/24"]);
+    await settle(async () => (await spread("10.1.1.1")).failures === 0);
+    // The API server refuses an invalid list, in the annotation too (the controller never sees one).
+    await expect(restrict(undefined, "10.10.0.0/24, office")).rejects.toThrow(/must be a valid CIDR value/);
+    // No ranges at all: every client, and no firewall table left in the pod.
+    await restrict(undefined);
+    await settle(
+      async () => (await lbNs.exec("nft", ["list", "table", "ip", "portable_lb_firewall"])).code !== 0,
+    );
+    expect((await spread("10.1.1.1")).failures).toBe(0);
+  });
+
   it("releases the VIP and its rules when the Service is deleted", async () => {
     // "taken" asked for web's address; with web gone it would get it, so the others go too.
     for (const name of ["taken", "outside", "sctp"])

@@ -171,6 +171,47 @@ describe("desiredState", () => {
     expect(state(new Set(["n3"]), "snat")).toMatchObject({ skipped: [] });
   });
 
+  it("admits only a Service's source ranges: the field, else the annotation; an invalid list admits no one", () => {
+    const ANNOTATION = "service.beta.kubernetes.io/load-balancer-source-ranges";
+    const withRanges = (field: string[] | undefined, annotation?: string) => {
+      const svc = lbService("web", {
+        vips: ["10.1.1.10"],
+        uid: "u1",
+        ...(annotation !== undefined && { annotations: { [ANNOTATION]: annotation } }),
+      });
+      if (field) svc.spec!.loadBalancerSourceRanges = field;
+      return desiredState({
+        services: [svc, lbService("open", { vips: ["10.1.1.11"] })],
+        slices: [slice("web", [{ ip: "10.244.1.5" }]), slice("open", [{ ip: "10.244.1.6" }])],
+        loadBalancerClass: CLASS,
+        scheduler: "mh",
+      });
+    };
+    const ranges = (out: ReturnType<typeof withRanges>) => out.services.map((s) => s.sourceRanges);
+    // The field wins over the annotation; a Service without either admits everyone.
+    expect(ranges(withRanges([" 10.0.0.0/8", "203.0.113.7/24"], "192.168.0.0/16"))).toEqual([
+      ["10.0.0.0-10.255.255.255", "203.0.113.0-203.0.113.255"],
+      undefined,
+    ]);
+    expect(ranges(withRanges(undefined, "192.168.0.0/16"))).toEqual([
+      ["192.168.0.0-192.168.255.255"],
+      undefined,
+    ]);
+    // The API server refuses invalid lists; one that came past it never opens the Service.
+    const invalid = withRanges(undefined, "192.168.0.0/16, office,10.0.0.1");
+    expect(ranges(invalid)).toEqual([[], undefined]);
+    expect(invalid.skipped).toEqual([
+      {
+        object: "default/web",
+        uid: "u1",
+        kind: "Service",
+        reason: "InvalidSourceRanges",
+        message:
+          'annotation service.beta.kubernetes.io/load-balancer-source-ranges: "office", "10.0.0.1" are not an IP range; write CIDRs such as 203.0.113.0/24, separated by commas. No client may reach the Service until that is fixed',
+      },
+    ]);
+  });
+
   it("drains terminating endpoints (weight 0) and leaves out the not-ready ones", () => {
     const out = run(
       [lbService("web", { vips: ["10.1.1.10"] })],

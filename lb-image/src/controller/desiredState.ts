@@ -3,8 +3,11 @@
 import type { V1EndpointSlice, V1NetworkPolicy, V1Service } from "@kubernetes/client-node";
 import {
   HEALTH_CHECK_ANNOTATION,
+  SOURCE_RANGES_ANNOTATION,
+  formatIpv4Range,
   isIpv4Address,
   parseHealthCheck,
+  readSourceRanges,
   type HealthCheckSpec,
 } from "@portable-lb/core/config";
 import { sameItems } from "../common/sameItems.ts";
@@ -110,6 +113,27 @@ function healthCheckOf(svc: V1Service, skipped: SkippedItem[]): HealthCheckSpec 
     });
     return undefined;
   }
+}
+
+/**
+ * The client ranges a Service admits (core's readSourceRanges: the field, else the legacy
+ * annotation), as the data plane's intervals; undefined admits everyone. The API server refuses
+ * invalid ranges in either place; one that came past it anyway never opens the Service: it admits
+ * no one, and a Warning Event names the entries and the fix.
+ */
+function sourceRangesOf(svc: V1Service, skipped: SkippedItem[]): string[] | undefined {
+  const read = readSourceRanges(
+    svc.spec?.loadBalancerSourceRanges,
+    svc.metadata?.annotations?.[SOURCE_RANGES_ANNOTATION],
+  );
+  if (read.invalid.length === 0) return read.ranges?.map(formatIpv4Range);
+  skipped.push({
+    ...refOf(svc),
+    kind: "Service",
+    reason: "InvalidSourceRanges",
+    message: `${read.from}: ${read.invalid.map((e) => JSON.stringify(e)).join(", ")} ${read.invalid.length > 1 ? "are" : "is"} not an IP range; write CIDRs such as 203.0.113.0/24, separated by commas. No client may reach the Service until that is fixed`,
+  });
+  return [];
 }
 
 /**
@@ -268,6 +292,7 @@ export function desiredState(input: DesiredStateInput): DesiredState {
     const vips = statusVips(svc);
     if (vips.length === 0) continue; // not allocated yet; the allocator reports its own problems
     const check = healthCheckOf(svc, skipped);
+    const sourceRanges = sourceRangesOf(svc, skipped);
     const netpol = input.forwarding === "dsr" ? input.networkPolicies : undefined;
     const blocking = netpol && {
       policies: policiesBlockingDsr(
@@ -322,6 +347,7 @@ export function desiredState(input: DesiredStateInput): DesiredState {
           scheduler: input.scheduler,
           forwarding,
           backends: checked,
+          ...(sourceRanges && { sourceRanges }),
         });
       }
     }

@@ -6,6 +6,7 @@
 // rebuilding what a diff cannot fix); which services are verified right now is what the reconciler
 // may announce.
 import { RepairError, driftOf, type Drift, type VerifyMode, type VerifyReport } from "./drift.ts";
+import type { Firewall } from "./firewall/sourceRangeFirewall.ts";
 import { serviceKey, type VipCounter, type VirtualService } from "./model.ts";
 import type { RouteWatch } from "./routeWatch.ts";
 
@@ -101,10 +102,14 @@ class EngineInspection<T> implements Inspection {
 
 /**
  * Wraps an engine's kernel state (a list of services T): read, diff, apply, remember, verify. A
- * script S is what one write sends (text for one tool, unless the engine drives several).
+ * script S is what one write sends (text for one tool, unless the engine drives several). Beside
+ * it, for both engines alike, the source-range firewall (firewall/): applied before the engine's
+ * own writes, so a restricted service's first packet already meets it, and read back with the
+ * engine's full reads (and its cheap ones while nothing tells of foreign changes).
  */
 export abstract class DiffEngine<T extends ServiceId, S = string> implements DataPlaneEngine {
   abstract readonly name: "ipvs" | "nftables";
+  private readonly firewall: Firewall;
   /** What the kernel is believed to hold; undefined: unknown, read it first. */
   private known: T[] | undefined;
   /** The state last applied: what the kernel should hold. */
@@ -121,6 +126,11 @@ export abstract class DiffEngine<T extends ServiceId, S = string> implements Dat
   private generation = 0;
   private readonly touched = new Map<string, number>();
   private rebuiltAt = 0;
+
+  /** `firewall`: the source-range firewall in the data plane's namespace (SourceRangeFirewall). */
+  constructor(firewall: Firewall) {
+    this.firewall = firewall;
+  }
 
   /**
    * A full, strict read; never throws because of what it finds (that is drift). `timeoutMs` bounds
@@ -150,9 +160,14 @@ export abstract class DiffEngine<T extends ServiceId, S = string> implements Dat
   protected onApplied(_state: T[]): void {}
   watch(_onForeignChange: () => void, _routes?: RouteWatch): void {}
   unwatch(): void {}
+  /** Whether something tells at once of foreign changes (then only full reads check the firewall). */
+  protected watched(): boolean {
+    return false;
+  }
   abstract counters(): Promise<VipCounter[]>;
 
   async apply(desired: VirtualService[]): Promise<ApplyResult> {
+    const firewall = await this.firewall.apply(desired);
     const want = this.render(desired);
     let current = this.known;
     let drift: Drift[] = [];
@@ -174,7 +189,11 @@ export abstract class DiffEngine<T extends ServiceId, S = string> implements Dat
     this.known = want;
     this.applied = want;
     this.onApplied(want);
-    return { changes: count, drift, ...(readMs !== undefined && { readMs }) };
+    return {
+      changes: count + firewall.changes,
+      drift: [...firewall.drift, ...drift],
+      ...(readMs !== undefined && { readMs }),
+    };
   }
 
   inspect(mode: "quick" | "full"): Promise<Inspection> {
@@ -207,6 +226,17 @@ export abstract class DiffEngine<T extends ServiceId, S = string> implements Dat
   }
 
   async repair(inspection: Inspection): Promise<VerifyReport> {
+    const firewall = inspection.mode === "full" || !this.watched() ? await this.firewall.check() : undefined;
+    const report = await this.repairServices(inspection);
+    if (!firewall?.drift.length) return report;
+    return {
+      ...report,
+      drift: [...firewall.drift, ...report.drift],
+      repaired: report.repaired + firewall.repaired,
+    };
+  }
+
+  private async repairServices(inspection: Inspection): Promise<VerifyReport> {
     if (!(inspection instanceof EngineInspection) || inspection.owner !== this)
       throw new Error("repair() takes an inspection this engine made");
     const i = inspection as EngineInspection<T>;

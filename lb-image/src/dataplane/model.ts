@@ -30,6 +30,11 @@ export interface VirtualService {
   /** "snat" when absent. */
   forwarding?: Forwarding;
   backends: Backend[];
+  /**
+   * The client addresses admitted (the Service's loadBalancerSourceRanges), as IPv4 intervals
+   * "first-last", merged and sorted; [] admits none. Absent: every address (firewall/).
+   */
+  sourceRanges?: string[];
 }
 
 /** Identity of a virtual service: one per protocol, VIP and port. */

@@ -11,6 +11,8 @@
 // device, and this kernel has neither ipip nor GUE (MACHINE-FACTS). Where IPVS exists its tunnel
 // mode does the LB half instead, in IPIP: the backend pod then decapsulates on an IPIP device.
 
+import { ipv4ToNumber } from "../ipv4.ts";
+
 // Each end's VXLAN device has a name of its own: a node agent that adopts what an earlier run left
 // in the pod namespaces of its node must never take an LB pod's device for a backend's.
 /** The LB pod's encapsulating VXLAN device. */
@@ -44,5 +46,5 @@ export const DSR_NEXT_HOP = "169.254.255.1";
  * number, unique per backend without any allocation state to keep or adopt.
  */
 export function backendMark(ip: string): number {
-  return ip.split(".").reduce((n, octet) => n * 256 + Number(octet), 0);
+  return ipv4ToNumber(ip);
 }

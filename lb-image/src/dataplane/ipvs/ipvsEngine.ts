@@ -5,6 +5,7 @@
 import { driftOf, type Drift } from "../drift.ts";
 import { DiffEngine, type KernelRead, type Scripts } from "../engine.ts";
 import { CommandError, run, withPrefix } from "../exec.ts";
+import { SourceRangeFirewall, type Firewall } from "../firewall/sourceRangeFirewall.ts";
 import { serviceKey, type VipCounter, type VirtualService } from "../model.ts";
 import { ipvsDiff } from "./ipvsDiff.ts";
 import { IpvsParseError, parseSave, replaceScript } from "./ipvsadmSave.ts";
@@ -32,9 +33,15 @@ export class IpvsEngine extends DiffEngine<IpvsEngineService, IpvsScript> {
   private readonly nft: [string, ...string[]];
   private readonly cat: [string, ...string[]];
 
-  /** `prefix` runs the tools elsewhere, e.g. `ip netns exec NS` (tests); in the pod, none. */
-  constructor(prefix: string[] = []) {
-    super();
+  /**
+   * `prefix` runs the tools elsewhere, e.g. `ip netns exec NS` (tests); in the pod, none.
+   * `firewall`: the source-range firewall, by default the real one there.
+   */
+  constructor(
+    prefix: string[] = [],
+    firewall: Firewall = new SourceRangeFirewall(withPrefix(prefix, "nft")),
+  ) {
+    super(firewall);
     this.ipvsadm = withPrefix(prefix, "ipvsadm");
     this.nft = withPrefix(prefix, "nft");
     this.cat = withPrefix(prefix, "cat");

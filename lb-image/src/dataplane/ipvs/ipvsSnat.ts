@@ -5,7 +5,8 @@
 // backend sees the LB pod's address and replies through it. IPVS hands its NAT traffic to
 // conntrack (and so to nft NAT) only with net.ipv4.vs.conntrack=1 in the pod's netns (podSpec.ts).
 // The table is small (one element per masqueraded service) and always written whole, atomically.
-import { parseServiceKey, serviceKey } from "../model.ts";
+import { parseServiceKey } from "../model.ts";
+import { elementServiceKey, nftObjects, sameJson as same } from "../nftJson.ts";
 
 export const SNAT_TABLE = "portable_lb_ipvs";
 /** The mark bit for "masquerade me" (kube-proxy's 0x4000; the pod's netns has no other user). */
@@ -83,13 +84,8 @@ export type SnatRead = { keys: Set<string>; problem?: undefined } | { keys?: und
 
 /** Reads `nft -j list table ip portable_lb_ipvs` output; anything but the table as written is a problem. */
 export function parseSnatTable(json: string): SnatRead {
-  let items: Record<string, unknown>[];
-  try {
-    items = (JSON.parse(json) as { nftables: Record<string, unknown>[] }).nftables;
-  } catch {
-    return { problem: "nft -j printed something that is not JSON" };
-  }
-  const of = (kind: string) => items.flatMap((i) => (kind in i ? [i[kind] as Record<string, unknown>] : []));
+  const of = nftObjects(json);
+  if (!of) return { problem: "nft -j printed something that is not JSON" };
   const sets = of("set");
   const chains = of("chain");
   const rules = of("rule");
@@ -114,24 +110,14 @@ export function parseSnatTable(json: string): SnatRead {
   }
   const keys = new Set<string>();
   for (const e of (sets[0]!.elem as unknown[] | undefined) ?? []) {
-    const parts = (e as { concat?: unknown[] }).concat;
-    const protocol =
-      parts?.[1] === 6 || parts?.[1] === "tcp"
-        ? "tcp"
-        : parts?.[1] === 17 || parts?.[1] === "udp"
-          ? "udp"
-          : undefined;
-    if (!parts || typeof parts[0] !== "string" || typeof parts[2] !== "number" || !protocol)
+    const key = elementServiceKey((e as { concat?: unknown[] }).concat);
+    if (!key)
       return {
         problem: `its set holds an element that is not address . tcp|udp . port: ${JSON.stringify(e)}`,
       };
-    keys.add(serviceKey({ protocol, vip: parts[0], port: parts[2] }));
+    keys.add(key);
   }
   return { keys };
-}
-
-function same(a: unknown, b: unknown): boolean {
-  return JSON.stringify(a) === JSON.stringify(b);
 }
 
 function hex(n: number): string {

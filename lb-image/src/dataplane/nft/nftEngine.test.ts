@@ -283,17 +283,27 @@ describe("NftEngine", () => {
       while (reports === 0 && Date.now() < started) await new Promise((r) => setTimeout(r, 20));
       await settle();
       expect(reports).toBe(1);
-      await engine.apply([dns, web(["10.244.1.5"])]);
+      // Its own writes, the source-range firewall's among them, are not reported.
+      await engine.apply([dns, { ...web(["10.244.1.5"]), sourceRanges: ["10.0.0.0-10.255.255.255"] }]);
       await settle();
       expect(reports).toBe(1);
+      const reported = async (n: number) => {
+        const deadline = Date.now() + 2_000;
+        while (reports < n && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+        expect(reports).toBe(n);
+      };
       execFileSync("ip", ["netns", "exec", NS, "nft", "add", "chain", "ip", "portable_lb", "mine"]);
-      const deadline = Date.now() + 2_000;
-      while (reports === 1 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-      expect(reports).toBe(2);
+      await reported(2);
+      // The firewall's table is watched too: someone emptying it is reported, and a full read repairs it.
+      inNs("nft flush set ip portable_lb_firewall allowed");
+      await reported(3);
+      expect((await engine.verify("full")).drift.map((d) => d.detail)).toContain(
+        "nft table portable_lb_firewall: the services or source ranges it holds differ from what was applied",
+      );
       // A change to another table is not ours to judge.
       execFileSync("ip", ["netns", "exec", NS, "nft", "add", "table", "ip", "other"]);
       await settle();
-      expect(reports).toBe(2);
+      expect(reports).toBe(3);
     } finally {
       engine.unwatch();
     }

@@ -10,6 +10,7 @@
 // (nftables never edits a rule in place: a replaced rule gets a new handle).
 import { driftOf, type Drift, type VerifyReport } from "../drift.ts";
 import { LbTunnels } from "../dsr/lbTunnels.ts";
+import { SourceRangeFirewall } from "../firewall/sourceRangeFirewall.ts";
 import { DiffEngine, type ApplyResult, type Inspection, type KernelRead } from "../engine.ts";
 import { CommandError, run, runLines } from "../exec.ts";
 import { parseServiceKey, serviceKey, type VipCounter, type VirtualService } from "../model.ts";
@@ -80,7 +81,7 @@ export class NftEngine extends DiffEngine<NftService> {
   private checkedAt = -Infinity;
 
   constructor(nft: [string, ...string[]] = ["nft"], ip: [string, ...string[]] = ["ip"]) {
-    super();
+    super(new SourceRangeFirewall(nft, (pid) => this.ownWrite(pid)));
     this.nft = nft;
     this.tunnels = new LbTunnels(ip);
   }
@@ -147,6 +148,9 @@ export class NftEngine extends DiffEngine<NftService> {
     });
     this.onApplied();
   }
+  protected override watched(): boolean {
+    return this.monitor?.live ?? false;
+  }
   override unwatch(): void {
     this.monitor?.stop();
     this.monitor = undefined;
@@ -201,10 +205,11 @@ export class NftEngine extends DiffEngine<NftService> {
     return { scripts: rebuildTable(desired), count: frame + 3 * desired.length };
   }
   protected async write(script: string): Promise<void> {
-    await run([...this.nft, "-f", "-"], script, undefined, (pid) => {
-      this.ownPids.push(pid);
-      if (this.ownPids.length > 64) this.ownPids.shift();
-    });
+    await run([...this.nft, "-f", "-"], script, undefined, (pid) => this.ownWrite(pid));
+  }
+  private ownWrite(pid: number): void {
+    this.ownPids.push(pid);
+    if (this.ownPids.length > 64) this.ownPids.shift();
   }
   protected changed(current: NftService[], desired: NftService[]): string[] {
     return serviceChanges(current, desired).map((c) => c.key);

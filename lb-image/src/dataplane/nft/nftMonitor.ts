@@ -1,5 +1,5 @@
 // `nft monitor` in the pod's network namespace: tells at once when a process other than the
-// engine's own nft runs commits a change to the engine's table, so drift is read back and repaired
+// engine's own nft runs commits a change to the engine's tables, so drift is read back and repaired
 // without waiting for the next scheduled read. nft prints each committed change, then
 // `# new generation N by process PID (COMM)`; a generation whose events touched our table and whose
 // PID is not one of our writes is someone else's. Restarted with backoff when it dies (and the
@@ -9,13 +9,15 @@
 // 270 MB at 1,000 services × 10 endpoints), so the engine runs it only while its table is small
 // (see NFT_MONITOR_MAX_SLOTS); larger tables rely on the scheduled cheap check and full reads.
 import { CommandMonitor } from "../../common/commandMonitor.ts";
+import { FIREWALL_TABLE } from "../firewall/firewallTable.ts";
 import { NFT_TABLE } from "./nftState.ts";
 
 /** Lookup slots (summed over services) up to which the monitor runs: ~35 MB of nft's memory. */
 export const NFT_MONITOR_MAX_SLOTS = 32_768;
 
 const GENERATION = /^# new generation \d+ by process (\d+)/;
-const OURS = ` ip ${NFT_TABLE} `;
+/** The engine's table and the source-range firewall's (engine.ts keeps both). */
+const OURS = [NFT_TABLE, FIREWALL_TABLE].map((t) => ` ip ${t} `);
 
 export interface NftMonitorOptions {
   nft: [string, ...string[]];
@@ -41,7 +43,7 @@ export class NftMonitor {
       onLine: (line) => {
         const generation = GENERATION.exec(line);
         if (!generation) {
-          touched ||= line.includes(OURS);
+          touched ||= OURS.some((t) => line.includes(t));
           return;
         }
         if (touched && !o.isOwn(Number(generation[1]))) o.onForeignChange();

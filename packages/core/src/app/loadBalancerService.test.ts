@@ -44,7 +44,40 @@ describe("LoadBalancerService", () => {
     expect(s.metadata.annotations).toEqual({ "portable-lb.io/vip-pool": "internal" });
   });
 
+  it("admits only the given source ranges (spec.loadBalancerSourceRanges)", async () => {
+    new LoadBalancerService("web", { ...args, sourceRanges: ["203.0.113.0/24", "10.0.0.0/8"] });
+    await settled();
+    const s = recorded.find((r) => r.type === "kubernetes:core/v1:Service")!.inputs;
+    expect(s.spec.loadBalancerSourceRanges).toEqual(["203.0.113.0/24", "10.0.0.0/8"]);
+    recorded.length = 0;
+    new LoadBalancerService("open", args);
+    await settled();
+    expect(recorded.find((r) => r.type === "kubernetes:core/v1:Service")!.inputs.spec).not.toHaveProperty(
+      "loadBalancerSourceRanges",
+    );
+  });
+
   it.each<[string, Partial<LoadBalancerServiceArgs>, string]>([
+    [
+      "a source range that is no prefix",
+      { sourceRanges: ["10.0.0.0/8", "office"] },
+      'service.sourceRanges[1]: not an IPv4 prefix; write it like 10.0.0.0/24 (got "office")',
+    ],
+    [
+      "a source range with host bits",
+      { sourceRanges: ["203.0.113.7/24"] },
+      'service.sourceRanges[0]: host bits are set; write the network address 203.0.113.0/24 (got "203.0.113.7/24")',
+    ],
+    [
+      "an IPv6 source range (the VIPs are IPv4)",
+      { sourceRanges: ["2001:db8::/32"] },
+      'service.sourceRanges[0]: IPv6 is not supported yet; use an IPv4 prefix like 10.0.0.0/24 (got "2001:db8::/32")',
+    ],
+    [
+      "an empty list of source ranges",
+      { sourceRanges: [] },
+      "service.sourceRanges: admits no client; omit it to admit every one (got [])",
+    ],
     [
       "a VIP outside the pools",
       { vips: ["10.9.9.9"] },

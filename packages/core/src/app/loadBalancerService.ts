@@ -5,7 +5,7 @@ import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
 import { z } from "zod";
 import { REQUESTED_VIPS_ANNOTATION, VIP_POOL_ANNOTATION } from "../config/annotations.ts";
-import { cidrContains, ipv4Address } from "../config/cidr.ts";
+import { cidrContains, ipv4Address, ipv4Cidr } from "../config/cidr.ts";
 import { DEFAULT_LOAD_BALANCER_CLASS } from "../config/lbConfig.ts";
 import { vipPoolSchema, type VipPool } from "../config/vipPool.ts";
 import { ConfigError, parseOrThrow } from "../validation.ts";
@@ -27,6 +27,11 @@ export interface LoadBalancerServiceArgs {
   pool?: string;
   /** "Local" keeps the client's source address; "Cluster" (default) spreads over all endpoints. */
   externalTrafficPolicy?: "Cluster" | "Local";
+  /**
+   * Only clients in these IPv4 ranges reach the VIPs (spec.loadBalancerSourceRanges; the LB pods drop
+   * the rest, in either data-plane mode). Omit to admit every client.
+   */
+  sourceRanges?: string[];
 }
 
 const argsSchema = z.object({
@@ -35,6 +40,10 @@ const argsSchema = z.object({
     .min(1, { error: "needs the platform's VIP pools (PortableCluster.vipPools)" }),
   vips: z.array(ipv4Address).optional(),
   pool: z.string().optional(),
+  sourceRanges: z
+    .array(ipv4Cidr)
+    .min(1, { error: "admits no client; omit it to admit every one" })
+    .optional(),
 });
 
 export class LoadBalancerService extends pulumi.ComponentResource {
@@ -77,6 +86,7 @@ export class LoadBalancerService extends pulumi.ComponentResource {
           selector: args.selector,
           ports: args.ports,
           externalTrafficPolicy: args.externalTrafficPolicy ?? "Cluster",
+          ...(a.sourceRanges && { loadBalancerSourceRanges: a.sourceRanges }),
           // Our LB pods reach endpoints directly over the pod network: no node ports needed.
           allocateLoadBalancerNodePorts: false,
         },

@@ -32,6 +32,14 @@ export {
 export { REQUESTED_VIPS_ANNOTATION, VIP_POOL_ANNOTATION } from "./annotations.ts";
 export { HEALTH_CHECK_ANNOTATION, parseHealthCheck, type HealthCheckSpec } from "./healthCheck.ts";
 export {
+  SOURCE_RANGES_ANNOTATION,
+  SOURCE_RANGES_FIELD,
+  formatIpv4Range,
+  isSourceRange,
+  readSourceRanges,
+  type SourceRangesRead,
+} from "./sourceRanges.ts";
+export {
   ANNOUNCEMENT_LEASE,
   BIRD_RUN_FILES,
   CONTROLLER_MEMORY,

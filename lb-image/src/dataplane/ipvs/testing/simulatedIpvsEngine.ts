@@ -1,6 +1,8 @@
 // An IpvsEngine over simulated tools, for property tests: IPVS as ipvsSimulator.ts models it (with
 // the kernel's server order, shown as /proc/net/ip_vs shows it) and the engine's nft table as the
-// set of services it masquerades. The QEMU guest tests run the same engine against the real tools.
+// set of services it masquerades, and the source-range firewall as its state (SimulatedFirewall). The
+// QEMU guest tests run the same engine against the real tools.
+import { SimulatedFirewall } from "../../firewall/testing/simulatedFirewall.ts";
 import { parseServiceKey } from "../../model.ts";
 import { IpvsEngine, type IpvsScript } from "../ipvsEngine.ts";
 import { formatSave } from "../ipvsadmSave.ts";
@@ -16,6 +18,10 @@ export class SimulatedIpvsEngine extends IpvsEngine {
   /** The masqueraded service keys; "broken": a table not as written; undefined: no table. */
   table: Set<string> | "broken" | undefined;
   readonly writes: IpvsScript[] = [];
+
+  constructor() {
+    super([], new SimulatedFirewall());
+  }
 
   protected override read() {
     return Promise.resolve(
