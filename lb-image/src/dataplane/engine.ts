@@ -226,7 +226,8 @@ export abstract class DiffEngine<T extends ServiceId, S = string> implements Dat
   }
 
   async repair(inspection: Inspection): Promise<VerifyReport> {
-    const firewall = inspection.mode === "full" || !this.watched() ? await this.firewall.check() : undefined;
+    const full = inspection.mode === "full";
+    const firewall = full || !this.watched() ? await this.firewall.check(full) : undefined;
     const report = await this.repairServices(inspection);
     if (!firewall?.drift.length) return report;
     return {

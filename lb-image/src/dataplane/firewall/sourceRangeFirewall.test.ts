@@ -48,13 +48,13 @@ describe("SourceRangeFirewall", () => {
     const firewall = new SourceRangeFirewall(nft);
     await firewall.apply([web, dns]);
     inNs(`nft delete element ip ${FIREWALL_TABLE} restricted '{ 10.1.1.10 . tcp . 80 }'`);
-    expect((await firewall.check()).repaired).toBe(1);
+    expect((await firewall.check(true)).repaired).toBe(1);
     expect(parseFirewallTable(listed()).state).toEqual(firewallState([web, dns]));
     inNs(`nft add rule ip ${FIREWALL_TABLE} prerouting accept`);
-    expect(await firewall.check()).toMatchObject({ drift: [{ kind: "base" }], repaired: 1 });
+    expect(await firewall.check(true)).toMatchObject({ drift: [{ kind: "base" }], repaired: 1 });
     inNs(`nft delete table ip ${FIREWALL_TABLE}`);
-    expect(await firewall.check()).toMatchObject({ drift: [{ kind: "missing" }], repaired: 1 });
-    expect(await firewall.check()).toEqual({ drift: [], repaired: 0 });
+    expect(await firewall.check(true)).toMatchObject({ drift: [{ kind: "missing" }], repaired: 1 });
+    expect(await firewall.check(true)).toEqual({ drift: [], repaired: 0 });
   });
 
   it("removes the table once no service restricts its clients", async () => {
@@ -62,7 +62,12 @@ describe("SourceRangeFirewall", () => {
     await firewall.apply([web]);
     expect(await firewall.apply([open, svc("10.1.1.10", 80)])).toEqual({ changes: 1, drift: [] });
     expect(listed()).toBe("");
-    expect(await firewall.check()).toEqual({ drift: [], repaired: 0 });
+    expect(await firewall.check(true)).toEqual({ drift: [], repaired: 0 });
+    // With nothing restricted, a cheap check does not look; a full one finds a stray table.
+    inNs(`nft add table ip ${FIREWALL_TABLE}`);
+    expect(await firewall.check(false)).toEqual({ drift: [], repaired: 0 });
+    expect(await firewall.check(true)).toMatchObject({ drift: [{ kind: "base" }], repaired: 1 });
+    expect(listed()).toBe("");
   });
 });
 

@@ -20,8 +20,11 @@ const TABLE = `nft table ${FIREWALL_TABLE}`;
 export interface Firewall {
   /** Makes it hold what `services` ask; the statements sent and what a first read found. */
   apply(services: VirtualService[]): Promise<{ changes: number; drift: Drift[] }>;
-  /** Reads it back and repairs it toward the last apply's; what differed. */
-  check(): Promise<{ drift: Drift[]; repaired: number }>;
+  /**
+   * Reads it back and repairs it toward the last apply's; what differed. Not `full` (a cheap check):
+   * only while some service is restricted.
+   */
+  check(full: boolean): Promise<{ drift: Drift[]; repaired: number }>;
 }
 
 export class SourceRangeFirewall implements Firewall {
@@ -50,10 +53,13 @@ export class SourceRangeFirewall implements Firewall {
     return { changes: 1, drift };
   }
 
-  /** Reads the table back and, when it differs from what the last apply asked, rewrites it. */
-  async check(): Promise<{ drift: Drift[]; repaired: number }> {
+  /**
+   * Reads the table back and, when it differs from what the last apply asked, rewrites it. A cheap
+   * check with nothing restricted reads nothing: a stray table there is the full reads' to find.
+   */
+  async check(full: boolean): Promise<{ drift: Drift[]; repaired: number }> {
     const wanted = this.wanted;
-    if (!wanted) return { drift: [], repaired: 0 };
+    if (!wanted || (!full && wanted.size === 0)) return { drift: [], repaired: 0 };
     const found = await this.read(wanted.size > 0);
     this.known = found.state;
     if (found.state && sameFirewall(found.state, wanted)) return { drift: [], repaired: 0 };

@@ -8,6 +8,9 @@ import { KubeConfig } from "@kubernetes/client-node";
 /** How long a kubeadm cluster may take from its machines' creation to a ready API server. */
 export const API_SERVER_WAIT_S = 900;
 const ATTEMPT_TIMEOUT_MS = 5_000;
+// The attempt at the deadline still gets this long: one clipped to a millisecond would only ever
+// report its own timeout, hiding what the server last said (a refused certificate, an HTTP status).
+const MIN_ATTEMPT_MS = 1_000;
 const RETRY_MS = 2_000;
 
 export interface ApiServerWait {
@@ -61,7 +64,11 @@ export async function waitForApiServer(
   const started = Date.now();
   const deadline = started + timeoutS * 1000;
   for (;;) {
-    const seen = await readyz(kc, server, Math.max(1, Math.min(ATTEMPT_TIMEOUT_MS, deadline - Date.now())));
+    const seen = await readyz(
+      kc,
+      server,
+      Math.min(ATTEMPT_TIMEOUT_MS, Math.max(MIN_ATTEMPT_MS, deadline - Date.now())),
+    );
     if (seen === undefined) return { server, waitedS: (Date.now() - started) / 1000 };
     const left = deadline - Date.now();
     if (left <= 0)

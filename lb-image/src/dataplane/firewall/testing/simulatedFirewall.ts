@@ -15,7 +15,7 @@ export class SimulatedFirewall implements Firewall {
     return Promise.resolve({ changes, drift: [] });
   }
 
-  check() {
+  check(_full: boolean) {
     return Promise.resolve({ drift: [], repaired: 0 });
   }
 }
