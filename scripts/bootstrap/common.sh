@@ -44,14 +44,16 @@ install_tool() {
 }
 
 # go_build LOGNAME OUTPUT PACKAGE [go build args...]: a build in the current wrapper module that
-# turns an out-of-memory kill into one clear line, and records the peak memory in the log.
+# turns an out-of-memory kill into one clear line, and records the peak memory in the log. No DWARF
+# is generated: every tool is linked stripped (-s -w) anyway, and skipping it took a cold
+# kube-apiserver build from 241 s to 218 s (user CPU 380 s to 338 s).
 go_build() {
   local logname=$1 out=$2 pkg=$3 log rc
   shift 3
   log=$PLB_LOGS/$logname.log
   /usr/bin/time -f 'peak_rss_kb=%M elapsed_s=%e' -a -o "$log.time" \
     env GOFLAGS=-mod=mod GONOSUMDB=github.com/pulumi GOTOOLCHAIN=local \
-    go build -p "$PLB_GO_PARALLEL" -trimpath -o "$out" "$@" "$pkg" >>"$log" 2>&1
+    go build -p "$PLB_GO_PARALLEL" -trimpath -gcflags=all=-dwarf=false -o "$out" "$@" "$pkg" >>"$log" 2>&1
   rc=$?
   if [ $rc -ne 0 ]; then
     tail -n 15 "$log" >&2
