@@ -14,7 +14,10 @@ const moduleNameMapper = {
 const sharedControlPlane = {
   globalSetup: "<rootDir>/test/harness/jestGlobalSetup.mjs",
   globalTeardown: "<rootDir>/test/harness/jestGlobalTeardown.mjs",
-  setupFilesAfterEnv: ["<rootDir>/test/harness/jestIntegrationSetup.ts"],
+  setupFilesAfterEnv: [
+    "<rootDir>/test/harness/jestIntegrationSetup.ts",
+    "<rootDir>/test/harness/jestNodeTestStub.ts",
+  ],
 };
 
 /** @type {import('jest').Config} */
@@ -23,6 +26,7 @@ module.exports = {
     {
       displayName: "unit",
       testEnvironment: "node",
+      setupFilesAfterEnv: ["<rootDir>/test/harness/jestNodeTestStub.ts"],
       transform,
       moduleNameMapper,
       testMatch: [
