@@ -11,13 +11,13 @@ const moduleNameMapper = {
   "^@portable-lb/lb-image$": "<rootDir>/lb-image/src/index.ts",
 };
 
+// Every project: Pulumi's closure serializer must not leave node:test open in a worker.
+const nodeTestStub = "<rootDir>/test/harness/jestNodeTestStub.ts";
+
 const sharedControlPlane = {
   globalSetup: "<rootDir>/test/harness/jestGlobalSetup.mjs",
   globalTeardown: "<rootDir>/test/harness/jestGlobalTeardown.mjs",
-  setupFilesAfterEnv: [
-    "<rootDir>/test/harness/jestIntegrationSetup.ts",
-    "<rootDir>/test/harness/jestNodeTestStub.ts",
-  ],
+  setupFilesAfterEnv: ["<rootDir>/test/harness/jestIntegrationSetup.ts", nodeTestStub],
 };
 
 /** @type {import('jest').Config} */
@@ -26,7 +26,7 @@ module.exports = {
     {
       displayName: "unit",
       testEnvironment: "node",
-      setupFilesAfterEnv: ["<rootDir>/test/harness/jestNodeTestStub.ts"],
+      setupFilesAfterEnv: [nodeTestStub],
       transform,
       moduleNameMapper,
       testMatch: [
