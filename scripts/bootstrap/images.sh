@@ -32,7 +32,7 @@ lab_image_tool() {
     echo "kubernetes $KUBERNETES_VERSION $(dpkg-query -W -f='${Package} ${Version} ' libc6 ca-certificates 2>/dev/null)" ;;
   kube-proxy) echo "kubernetes $KUBERNETES_VERSION" ;;
   etcd) echo "etcd $ETCD_VERSION $(dpkg-query -W -f='${Package} ${Version}' ca-certificates 2>/dev/null)" ;;
-  coredns) echo "coredns $COREDNS_VERSION $(dpkg-query -W -f='${Package} ${Version}' ca-certificates 2>/dev/null)" ;;
+  coredns) echo "coredns $COREDNS_TOOL_VERSION $(dpkg-query -W -f='${Package} ${Version}' ca-certificates 2>/dev/null)" ;;
   esac
 }
 # lab_image_version NAME: the cache key, a hash of its sources and tool
@@ -67,7 +67,7 @@ build_lab_image() {
   kube-apiserver | kube-controller-manager | kube-scheduler)
     script=control-plane args=("$name" "$(tool_dir kubernetes "$KUBERNETES_VERSION")/bin/$name" "$out" "$ref" "${epoch:-0}") ;;
   etcd) script=control-plane args=("$name" "$(tool_dir etcd "$ETCD_VERSION")/bin/etcd" "$out" "$ref" "${epoch:-0}") ;;
-  coredns) script=control-plane args=("$name" "$(tool_dir coredns "$COREDNS_VERSION")/bin/coredns" "$out" "$ref" "${epoch:-0}") ;;
+  coredns) script=control-plane args=("$name" "$(tool_dir coredns "$COREDNS_TOOL_VERSION")/bin/coredns" "$out" "$ref" "${epoch:-0}") ;;
   kube-proxy) args=("$(tool_dir kubernetes "$KUBERNETES_VERSION")/bin/kube-proxy" "$out" "$ref" "${epoch:-0}" "$log.debian") ;;
   esac
   "$REPO_ROOT/scripts/image/$script/build.sh" "${args[@]}" >"$2/digest" 2>>"$log" ||
