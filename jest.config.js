@@ -1,7 +1,7 @@
 // Three projects: fast unit tests beside the code; integration tests under test/integration that
 // share one local control plane per run (started in globalSetup, stopped in globalTeardown); and the
-// end-to-end tests under test/e2e, which scripts/test.sh runs after the others, one at a time (the
-// lab takes both CPUs, and the BGP timing tests must not share them with it).
+// end-to-end tests under test/e2e, which scripts/test.sh runs after the others (a booting lab takes
+// both CPUs, and the BGP timing tests must not share them with it).
 const transform = { "^.+\\.ts$": ["ts-jest", { tsconfig: "<rootDir>/tsconfig.json" }] };
 const moduleNameMapper = {
   // tsc rewrites our relative ".ts" imports to ".js" (rewriteRelativeImportExtensions); map them back.
