@@ -17,6 +17,10 @@ die() { printf 'bootstrap: ERROR: %s\n' "$*" >&2; exit 1; }
 
 # The BIRD build's cache key: Debian's version and a hash of what turns it into ours.
 BIRD_TOOL_VERSION=$BIRD_DEBIAN_VERSION-$(cat "$REPO_ROOT"/lb-image/bird/build.sh "$REPO_ROOT"/lb-image/bird/*.patch | sha256sum | cut -c1-12)
+# CoreDNS's plugins our build leaves out (coredns.sh), and so its cache key, which the image's key
+# (images.sh) and toolenv.sh read too.
+COREDNS_LEFT_OUT="azure clouddns route53 nomad trace geoip etcd"
+COREDNS_TOOL_VERSION=$COREDNS_VERSION-$(echo "$COREDNS_LEFT_OUT" | sha256sum | cut -c1-8)
 
 # tool_dir NAME VERSION -> the cache folder holding that build
 tool_dir() { printf '%s/%s-%s' "$PLB_TOOLS" "$1" "$2"; }

@@ -2,16 +2,13 @@
 # addon, built from github.com/coredns/coredns on the Go module proxy as upstream's Makefile builds
 # it (static, the tag's commit as coremain.GitCommit), but as a custom build in the way its README
 # describes: a main package with the plugins of the release's own list (core/plugin/zplugin.go) less
-# those that only serve other clouds' and tools' APIs (COREDNS_LEFT_OUT). Those pull in the AWS,
-# Azure, Google, Nomad, etcd and tracing SDKs: without them a cold build took 90 s, not 119 s.
-# kubeadm's Corefile's plugins (checked) and the others a lab user would add to it stay. Only for the
-# coredns image (scripts/image/control-plane). Sourced by bootstrap.sh.
+# those that only serve other clouds' and tools' APIs (COREDNS_LEFT_OUT, in common.sh). Those pull
+# in the AWS, Azure, Google, Nomad, etcd and tracing SDKs: without them a cold build took 90 s, not
+# 119 s. kubeadm's Corefile's plugins (checked) and the others a lab user would add to it stay. Only
+# for the coredns image (scripts/image/control-plane). Sourced by bootstrap.sh.
 
-COREDNS_LEFT_OUT="azure clouddns route53 nomad trace geoip etcd"
 # What kubeadm's default Corefile uses (prometheus is the metrics plugin's directive).
 COREDNS_KUBEADM_PLUGINS="errors health ready kubernetes prometheus forward cache loop reload loadbalance"
-# The tool's cache key: the version and what was left out.
-COREDNS_TOOL_VERSION=$COREDNS_VERSION-$(echo "$COREDNS_LEFT_OUT" | sha256sum | cut -c1-8)
 
 build_coredns() {
   local staging=$1 version=$COREDNS_VERSION mod src sha rc
