@@ -1,0 +1,165 @@
+package main
+
+// The maps of bpf/dsr_lb.c as Go sees them: keys and values laid out as the C structs (addresses and
+// ports in network order, as the packet carries them), and the device's config.
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+
+	"github.com/cilium/ebpf"
+)
+
+// As MAX_SERVICES and the Maglev table's largest size (maglev.ts) in dsr_lb.c.
+const (
+	maxServices = 16384
+	maxSlots    = 65521
+)
+
+// Why packets were left to the kernel path, in dsr_lb.c's enum stat order (index 0 is forwarded).
+var statNames = []string{
+	"forwarded", "not_service", "ip_options", "fragment", "gso", "unknown_flow",
+	"no_slot", "ttl", "too_big", "no_route", "no_room", "no_config",
+}
+
+var protocolNumbers = map[string]uint8{"tcp": 6, "udp": 17}
+
+type ipv4 [4]byte
+
+func (a ipv4) String() string { return netip.AddrFrom4(a).String() }
+
+type serviceKey struct {
+	VIP   ipv4
+	Port  [2]byte // network order
+	Proto uint8
+	_     uint8
+}
+
+func newServiceKey(vip ipv4, port uint16, proto uint8) serviceKey {
+	return serviceKey{VIP: vip, Port: [2]byte{byte(port >> 8), byte(port)}, Proto: proto}
+}
+
+// String is the TS serviceKey: `${protocol}:${vip}:${port}`.
+func (k serviceKey) String() string {
+	proto := fmt.Sprint(k.Proto)
+	for name, n := range protocolNumbers {
+		if n == k.Proto {
+			proto = name
+		}
+	}
+	return fmt.Sprintf("%s:%s:%d", proto, k.VIP, uint16(k.Port[0])<<8|uint16(k.Port[1]))
+}
+
+type service struct {
+	ID   uint32
+	Size uint32
+}
+
+type slotKey struct {
+	ID   uint32
+	Slot uint32
+}
+
+func (k slotKey) String() string { return fmt.Sprintf("service %d slot %d", k.ID, k.Slot) }
+
+type config struct {
+	Ifindex uint32
+	Addr    ipv4
+	MTU     uint32
+	PortMin uint32
+	PortMax uint32
+}
+
+// deviceConfig reads what the program needs of the device: its first IPv4 address (the outer
+// source), its MTU, and the namespace's local port range (the VXLAN device's source ports).
+func deviceConfig(name string) (config, error) {
+	dev, err := net.InterfaceByName(name)
+	if err != nil {
+		return config{}, err
+	}
+	addrs, err := dev.Addrs()
+	if err != nil {
+		return config{}, fmt.Errorf("addresses of %s: %w", name, err)
+	}
+	c := config{Ifindex: uint32(dev.Index), MTU: uint32(dev.MTU)}
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr().Is4() {
+			c.Addr = p.Addr().As4()
+			break
+		}
+	}
+	if c.Addr == (ipv4{}) {
+		return config{}, fmt.Errorf("%s has no IPv4 address", name)
+	}
+	text, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return config{}, err
+	}
+	if _, err := fmt.Sscan(strings.TrimSpace(string(text)), &c.PortMin, &c.PortMax); err != nil {
+		return config{}, fmt.Errorf("ip_local_port_range %q: %w", text, err)
+	}
+	return c, nil
+}
+
+// program is the loaded collection: the program and its maps by name.
+type program struct {
+	prog         *ebpf.Program
+	config       *ebpf.Map
+	services     *ebpf.Map
+	slots        *ebpf.Map
+	backends     *ebpf.Map
+	stats        *ebpf.Map
+	serviceFlows *ebpf.Map
+}
+
+func loadProgram(object []byte) (*program, *ebpf.Collection, error) {
+	spec, err := ebpf.LoadCollectionSpecFromReader(bytes.NewReader(object))
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading dsr_lb.o: %w", err)
+	}
+	coll, err := ebpf.NewCollection(spec)
+	if err != nil {
+		return nil, nil, fmt.Errorf("loading dsr_lb.o: %w", err)
+	}
+	p := &program{
+		prog:         coll.Programs["dsr_lb"],
+		config:       coll.Maps["config"],
+		services:     coll.Maps["services"],
+		slots:        coll.Maps["slots"],
+		backends:     coll.Maps["backends"],
+		stats:        coll.Maps["stats"],
+		serviceFlows: coll.Maps["service_flows"],
+	}
+	return p, coll, nil
+}
+
+// readAll reads a hash map whole.
+func readAll[K comparable, V any](m *ebpf.Map) (map[K]V, error) {
+	out := map[K]V{}
+	var k K
+	var v V
+	it := m.Iterate()
+	for it.Next(&k, &v) {
+		out[k] = v
+	}
+	return out, it.Err()
+}
+
+// counters sums the per-CPU stats by name.
+func (p *program) counters() (map[string]uint64, error) {
+	out := map[string]uint64{}
+	for i, name := range statNames {
+		var perCPU []uint64
+		if err := p.stats.Lookup(uint32(i), &perCPU); err != nil {
+			return nil, fmt.Errorf("stats[%s]: %w", name, err)
+		}
+		for _, n := range perCPU {
+			out[name] += n
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,182 @@
+package main
+
+// The maps' wanted contents, built from a sync request, and the difference between two contents:
+// sync applies the difference from the last sync, check the difference from what the kernel holds.
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+)
+
+// state is what the maps hold (config aside, which the device dictates).
+type state struct {
+	services map[serviceKey]service
+	slots    map[slotKey]ipv4
+	backends map[ipv4]uint8
+}
+
+func emptyState() state {
+	return state{services: map[serviceKey]service{}, slots: map[slotKey]ipv4{}, backends: map[ipv4]uint8{}}
+}
+
+// wantedState lays out a sync request. A service keeps its id across syncs (its slots are then
+// rewritten only where they changed); a new one takes the lowest free id.
+func wantedState(req syncRequest, prev state) (state, error) {
+	s := emptyState()
+	for _, b := range req.backends {
+		s.backends[b] = 1
+	}
+	used := map[uint32]bool{}
+	for k, svc := range prev.services {
+		if _, ok := req.services[k]; ok {
+			used[svc.ID] = true
+		}
+	}
+	next := uint32(0)
+	keys := make([]serviceKey, 0, len(req.services))
+	for k := range req.services {
+		keys = append(keys, k)
+	}
+	// Ids in a stable order, so that a restarted loader given the same request lays out the same maps.
+	slices.SortFunc(keys, compareKeys)
+	for _, k := range keys {
+		table := req.services[k]
+		old, ok := prev.services[k]
+		id := old.ID
+		if !ok {
+			for used[next] {
+				next++
+			}
+			if next >= maxServices {
+				return state{}, fmt.Errorf("more than %d services", maxServices)
+			}
+			id = next
+			used[id] = true
+		}
+		s.services[k] = service{ID: id, Size: uint32(len(table))}
+		for i, b := range table {
+			s.slots[slotKey{ID: id, Slot: uint32(i)}] = b
+		}
+	}
+	return s, nil
+}
+
+func compareKeys(a, b serviceKey) int {
+	bytesOf := func(k serviceKey) []byte {
+		return []byte{k.VIP[0], k.VIP[1], k.VIP[2], k.VIP[3], k.Port[0], k.Port[1], k.Proto}
+	}
+	return bytes.Compare(bytesOf(a), bytesOf(b))
+}
+
+// mapDiff is what turns one map's contents into another's.
+type mapDiff[K comparable, V comparable] struct {
+	put map[K]V // missing or different
+	del []K     // not wanted
+}
+
+func diffMap[K comparable, V comparable](want, have map[K]V) mapDiff[K, V] {
+	d := mapDiff[K, V]{put: map[K]V{}}
+	for k, v := range want {
+		if h, ok := have[k]; !ok || h != v {
+			d.put[k] = v
+		}
+	}
+	for k := range have {
+		if _, ok := want[k]; !ok {
+			d.del = append(d.del, k)
+		}
+	}
+	return d
+}
+
+func (d mapDiff[K, V]) size() int { return len(d.put) + len(d.del) }
+
+// describe tells a difference for an operator: counts, and an example key of each kind.
+func (d mapDiff[K, V]) describe(name string) []string {
+	var out []string
+	for k := range d.put {
+		out = append(out, fmt.Sprintf("%s: %d entries missing or different (e.g. %v)", name, len(d.put), k))
+		break
+	}
+	if len(d.del) > 0 {
+		out = append(out, fmt.Sprintf("%s: %d entries not wanted (e.g. %v)", name, len(d.del), d.del[0]))
+	}
+	return out
+}
+
+// stateDiff is the difference of every map.
+type stateDiff struct {
+	services mapDiff[serviceKey, service]
+	slots    mapDiff[slotKey, ipv4]
+	backends mapDiff[ipv4, uint8]
+}
+
+func diffState(want, have state) stateDiff {
+	return stateDiff{
+		services: diffMap(want.services, have.services),
+		slots:    diffMap(want.slots, have.slots),
+		backends: diffMap(want.backends, have.backends),
+	}
+}
+
+func (d stateDiff) size() int { return d.services.size() + d.slots.size() + d.backends.size() }
+
+func (d stateDiff) describe() []string {
+	return slices.Concat(d.services.describe("services"), d.slots.describe("slots"), d.backends.describe("backends"))
+}
+
+// apply writes a difference. The order keeps every service usable meanwhile: backends and slots
+// are in place before a service's size grows to reach them, and a shrinking service's size is
+// written before its last slots go. (A changing table is briefly a mix of old and new slots: each
+// holds a backend with a tunnel, so a new flow meanwhile reaches a valid one.)
+func (d stateDiff) apply(p *program) error {
+	for k, v := range d.backends.put {
+		if err := p.backends.Put(k, v); err != nil {
+			return fmt.Errorf("backends[%v]: %w", k, err)
+		}
+	}
+	for k, v := range d.slots.put {
+		if err := p.slots.Put(k, v); err != nil {
+			return fmt.Errorf("slots[%v]: %w", k, err)
+		}
+	}
+	for k, v := range d.services.put {
+		if err := p.services.Put(k, v); err != nil {
+			return fmt.Errorf("services[%v]: %w", k, err)
+		}
+	}
+	for _, k := range d.services.del {
+		if err := p.services.Delete(k); err != nil {
+			return fmt.Errorf("deleting services[%v]: %w", k, err)
+		}
+	}
+	for _, k := range d.slots.del {
+		if err := p.slots.Delete(k); err != nil {
+			return fmt.Errorf("deleting slots[%v]: %w", k, err)
+		}
+	}
+	for _, k := range d.backends.del {
+		if err := p.backends.Delete(k); err != nil {
+			return fmt.Errorf("deleting backends[%v]: %w", k, err)
+		}
+	}
+	return nil
+}
+
+// readState reads what the kernel's maps hold.
+func readState(p *program) (state, error) {
+	services, err := readAll[serviceKey, service](p.services)
+	if err != nil {
+		return state{}, fmt.Errorf("reading services: %w", err)
+	}
+	slots, err := readAll[slotKey, ipv4](p.slots)
+	if err != nil {
+		return state{}, fmt.Errorf("reading slots: %w", err)
+	}
+	backends, err := readAll[ipv4, uint8](p.backends)
+	if err != nil {
+		return state{}, fmt.Errorf("reading backends: %w", err)
+	}
+	return state{services: services, slots: slots, backends: backends}, nil
+}
