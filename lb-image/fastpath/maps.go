@@ -79,7 +79,7 @@ type config struct {
 func deviceConfig(name string) (config, error) {
 	dev, err := net.InterfaceByName(name)
 	if err != nil {
-		return config{}, err
+		return config{}, fmt.Errorf("device %s: %w", name, err)
 	}
 	addrs, err := dev.Addrs()
 	if err != nil {

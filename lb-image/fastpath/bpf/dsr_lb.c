@@ -336,7 +336,7 @@ int dsr_lb(struct __sk_buff *skb)
 	outer->version = 4;
 	outer->ihl = 5;
 	outer->tos = (tos & 3) == 3 ? 2 : tos & 3;
-	outer->tot_len = bpf_htons(inner_len + ENCAP_LEN - ETH_HLEN);
+	outer->tot_len = bpf_htons(inner_len + ENCAP_LEN);
 	outer->id = (__u16)bpf_get_prandom_u32();
 	outer->frag_off = 0;
 	outer->ttl = 64;
@@ -355,7 +355,7 @@ int dsr_lb(struct __sk_buff *skb)
 	hash ^= hash << 16;
 	udp->source = bpf_htons((__u16)((((__u64)hash * (cfg->port_max - cfg->port_min)) >> 32) + cfg->port_min));
 	udp->dest = bpf_htons(VXLAN_PORT);
-	udp->len = bpf_htons(inner_len + ENCAP_LEN - ETH_HLEN - sizeof(struct iphdr));
+	udp->len = bpf_htons(inner_len + ENCAP_LEN - sizeof(struct iphdr));
 	udp->check = 0;
 
 	vxlan[0] = 0x08; // flags: VNI valid
