@@ -40,6 +40,7 @@ func parseIPv4(s string) (ipv4, error) {
 func parseSync(r request) (syncRequest, error) {
 	out := syncRequest{services: map[serviceKey][]ipv4{}}
 	known := map[ipv4]bool{}
+	seen := map[serviceKey]bool{}
 	for _, b := range r.Backends {
 		ip, err := parseIPv4(b)
 		if err != nil {
@@ -63,9 +64,10 @@ func parseSync(r request) (syncRequest, error) {
 			return syncRequest{}, fmt.Errorf("service %s: port %d out of range", s.VIP, s.Port)
 		}
 		key := newServiceKey(vip, uint16(s.Port), proto)
-		if _, dup := out.services[key]; dup {
+		if seen[key] {
 			return syncRequest{}, fmt.Errorf("service %v given twice", key)
 		}
+		seen[key] = true
 		if len(s.Table) > maxSlots {
 			return syncRequest{}, fmt.Errorf("service %v: table of %d slots (at most %d)", key, len(s.Table), maxSlots)
 		}
