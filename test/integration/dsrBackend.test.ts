@@ -9,7 +9,8 @@
 //   client (10.30.0.2) ─ router ─ lb (10.31.0.2, VIPs routed here)
 //                          └──── node (10.32.0.2) ══ cni0 10.244.1.1/24 ══ pod-a .5, pod-b .6
 import { CoordinationV1Api, CoreV1Api, NetworkingV1Api, type KubeConfig } from "@kubernetes/client-node";
-import { writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pino } from "pino";
 import { Registry } from "prom-client";
@@ -23,6 +24,7 @@ import type { VirtualService } from "../../lb-image/src/dataplane/model.ts";
 import { IPIP_PROBE_DEVICE, type DsrReport } from "../../lb-image/src/nodeAgent/dsr/dsrApplier.ts";
 import { DSR_NODE_TABLE, parseNodeTable } from "../../lb-image/src/nodeAgent/dsr/nodeDsrTable.ts";
 import { LO_LABEL } from "../../lb-image/src/nodeAgent/dsr/podDsrState.ts";
+import { DECAP_PREF, DECAP_PROGRAM } from "../../lb-image/src/nodeAgent/dsr/podDecap.ts";
 import { IPIP_DECAP_LABEL, ipipDecapLeaseName } from "../../lb-image/src/common/ipipDecap.ts";
 import { lbConfigSchema, type LbConfig } from "@portable-lb/core/config";
 import { startNodeAgent } from "../../lb-image/src/nodeAgent/nodeAgent.ts";
@@ -31,6 +33,7 @@ import { statusWriter } from "../../lb-image/src/controller/statusWriter.ts";
 import { describeEvents } from "../harness/describeEvents.ts";
 import { createLbService } from "../harness/lbServices.ts";
 import { DsrBackendNode, KUBE_PROXY_LIKE } from "../harness/netns/dsrBackendNode.ts";
+import { buildDecapObject } from "../harness/netns/dsrDecapObject.ts";
 import * as netpol from "../harness/networkPolicies.ts";
 import { ruleCounters } from "../harness/netns/nftCounters.ts";
 import { getInside, startHttpEcho } from "../harness/netns/httpClient.ts";
@@ -56,6 +59,9 @@ let podA: LabNamespace;
 let podB: LabNamespace;
 /** The node's side: its netns directory (the pods' namespaces and a stray file), its applier. */
 let backendNode: DsrBackendNode | undefined;
+/** The tc BPF decapsulation object, compiled for this run, and its folder. */
+let decapDir: string | undefined;
+let decapObject: string;
 const log = pino({ level: "warn" });
 
 const svc = (vip: string, backends: string[]): VirtualService => ({
@@ -124,6 +130,24 @@ async function nodeTable() {
 
 const expectClean = (r: DsrReport) => expect(r.failures).toEqual([]);
 
+/** The pod's eth0 ingress: whether it has a clsact qdisc, and our filter's program tag. */
+async function decapState(ns: LabNamespace): Promise<{ clsact: boolean; tag: string | undefined }> {
+  const qdiscs = JSON.parse(await ns.run("tc", ["-j", "qdisc", "show", "dev", "eth0"])) as { kind: string }[];
+  const filters = JSON.parse(
+    (await ns.exec("tc", ["-j", "filter", "show", "dev", "eth0", "ingress"])).stdout || "[]",
+  ) as { pref: number; options?: { prog?: { name?: string; tag?: string } } }[];
+  const ours = filters.find((f) => f.pref === DECAP_PREF && f.options?.prog?.name === DECAP_PROGRAM);
+  return { clsact: qdiscs.some((q) => q.kind === "clsact"), tag: ours?.options?.prog?.tag };
+}
+
+/** Packets the pod's VXLAN device has received (decapsulated). */
+async function deviceRx(ns: LabNamespace): Promise<number> {
+  const [link] = JSON.parse(await ns.ip("-s", "-j", "link", "show", DSR_BACKEND_DEVICE)) as {
+    stats64: { rx: { packets: number } };
+  }[];
+  return link!.stats64.rx.packets;
+}
+
 beforeAll(async () => {
   lab = await NetnsLab.create("dsrbackend");
   const router = await lab.namespace("router", { forwarding: true });
@@ -189,10 +213,13 @@ beforeAll(async () => {
   // must never be taken for a backend's.
   backendNode = await DsrBackendNode.create(node, [podA, podB, lb], ["cni0"]);
   writeFileSync(join(backendNode.netnsDir, "not-a-namespace"), "");
+  decapDir = mkdtempSync(join(tmpdir(), "plb-dsr-decap-"));
+  decapObject = buildDecapObject(decapDir);
 });
 
 afterAll(async () => {
   backendNode?.destroy();
+  if (decapDir) rmSync(decapDir, { recursive: true, force: true });
   await lab?.destroy();
 });
 
@@ -302,6 +329,64 @@ describe("DSR backend side in network namespaces", () => {
     expect(await lbTunnels()).toEqual(lbBefore);
     expect(await ask()).toMatchObject({ backend: VIP });
     expect(await registry.getSingleMetricAsString("portable_lb_dsr_backend_pods")).toMatch(/ 1$/);
+  });
+
+  it("with the BPF object, decapsulates in tc on each pod's eth0, not on the device; repairs, adopts, removes", async () => {
+    const registry = new Registry();
+    const agent = backendNode!.applier(registry, { decapObject });
+    const services = [svc(VIP, [POD_A]), svc(VIP2, [POD_A, POD_B])];
+    const report = await agent.apply(services, NODE);
+    expectClean(report);
+    expect(report.pods).toBe(2);
+    const a = await decapState(podA);
+    expect(a).toEqual({ clsact: true, tag: expect.stringMatching(/^[0-9a-f]{16}$/) });
+    expect(await decapState(podB)).toEqual(a);
+    expect(await registry.getSingleMetricAsString("portable_lb_dsr_bpf_decap")).toMatch(/ 1$/);
+    // Answered from the VIP, and the VXLAN devices received none of it: the program decapsulated.
+    const rx = async () => [await deviceRx(podA), await deviceRx(podB)];
+    const before = await rx();
+    for (let i = 0; i < 10; i++) expect(await ask()).toMatchObject({ backend: VIP, client: CLIENT_IP });
+    for (let i = 0; i < 10; i++) expect(await ask(VIP2)).toMatchObject({ backend: VIP2, client: CLIENT_IP });
+    expect(await rx()).toEqual(before);
+    const [synAcks, clamped] = await ruleCounters(client, "observe");
+    expect(clamped).toBe(synAcks);
+    // Drift: the filter deleted, the device decapsulates again (the fast path is only an
+    // accelerator); the next run attaches it again, and the device is idle again.
+    await podA.run("tc", ["filter", "del", "dev", "eth0", "ingress", "pref", String(DECAP_PREF)]);
+    expect(await ask()).toMatchObject({ backend: VIP });
+    const [viaDevice] = await rx();
+    expect(viaDevice).toBeGreaterThan(before[0]!);
+    expect((await agent.apply(services, NODE)).changes).toBe(1);
+    expect(await decapState(podA)).toEqual(a);
+    expect(await ask()).toMatchObject({ backend: VIP });
+    expect((await rx())[0]).toBe(viaDevice);
+    // A restarted agent adopts it all: nothing to change.
+    expect((await backendNode!.applier(new Registry(), { decapObject }).apply(services, NODE)).changes).toBe(
+      0,
+    );
+    // Pod B leaves: its filter goes, and the clsact qdisc this agent added; then pod A's.
+    expectClean(await agent.apply([svc(VIP, [POD_A])], NODE));
+    expect(await decapState(podB)).toEqual({ clsact: false, tag: undefined });
+    expect(await decapState(podA)).toEqual(a);
+    expectClean(await agent.apply([], NODE));
+    expect(await decapState(podA)).toEqual({ clsact: false, tag: undefined });
+    expect(await podState(podA)).toEqual({ device: undefined, vips: [], rpFilterAll: "1" });
+  });
+
+  it("where the kernel will not load the object, says so once and decapsulates on the device", async () => {
+    const lines: string[] = [];
+    const registry = new Registry();
+    const agent = backendNode!.applier(registry, {
+      decapObject: join(decapDir!, "missing.o"),
+      log: pino({ level: "warn" }, { write: (line: string) => void lines.push(line) }),
+    });
+    for (let i = 0; i < 2; i++) expectClean(await agent.apply([svc(VIP, [POD_A])], NODE));
+    expect(lines.filter((l) => l.includes("did not load the DSR decapsulation program"))).toHaveLength(1);
+    expect(await registry.getSingleMetricAsString("portable_lb_dsr_bpf_decap")).toMatch(/ 0$/);
+    expect(await decapState(podA)).toEqual({ clsact: false, tag: undefined });
+    const before = await deviceRx(podA);
+    expect(await ask()).toMatchObject({ backend: VIP, client: CLIENT_IP });
+    expect(await deviceRx(podA)).toBeGreaterThan(before);
   });
 
   it("serves several pods and VIPs, reports host-network and missing pods, and goes on", async () => {

@@ -61,6 +61,8 @@ export interface NodeAgentDsr {
   procSysNet: string;
   /** How often the pods' and the node's DSR state is read back and repaired without a change. */
   resyncMs?: number;
+  /** The backend pods' tc BPF decapsulation object (DsrApplierOptions.decapObject); without it, none. */
+  decapObject?: string;
 }
 
 // Reading back every DSR pod's state costs two commands per pod: less often than the routes.
@@ -285,6 +287,7 @@ function startDsr(
     netnsDir: dsr.netnsDir,
     procSysNet: dsr.procSysNet,
     ipip,
+    ...(dsr.decapObject && { decapObject: dsr.decapObject }),
     log: o.log,
     registry,
   });

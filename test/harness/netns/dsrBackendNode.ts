@@ -75,8 +75,14 @@ export class DsrBackendNode {
     ];
   }
 
-  /** A new applier, as a (re)started node agent makes it (`ipip`: for IPVS-engine LBs too). */
-  applier(registry = new Registry(), o: { ipip?: boolean; log?: Logger } = {}): DsrApplier {
+  /**
+   * A new applier, as a (re)started node agent makes it (`ipip`: for IPVS-engine LBs too;
+   * `decapObject`: with the pods' tc BPF decapsulation).
+   */
+  applier(
+    registry = new Registry(),
+    o: { ipip?: boolean; decapObject?: string; log?: Logger } = {},
+  ): DsrApplier {
     return new DsrApplier({
       commandPrefix: this.agentPrefix(),
       netnsDir: this.netnsDir,
@@ -84,6 +90,7 @@ export class DsrBackendNode {
       log: o.log ?? pino({ level: "warn" }),
       registry,
       ...(o.ipip !== undefined && { ipip: o.ipip }),
+      ...(o.decapObject !== undefined && { decapObject: o.decapObject }),
     });
   }
 

@@ -14,6 +14,12 @@
 // where there is one; ipipDecap() tries on the node itself): without it the pods keep VXLAN only, and
 // the agent says so once (log and metric); the node agent tells the LB pods (common/ipipDecap.ts),
 // which then serve ports with backends here by SNAT.
+//
+// With `decapObject`, each pod's uplink also gets the tc BPF decapsulation (podDecap.ts), which
+// spares the VXLAN device's receive path; the device stays for whatever the program declines. Where
+// the kernel will not load the object (learnt once, in a throwaway namespace) the agent says so once
+// (log and metric) and the pods decapsulate on the device; a pod whose filter cannot be attached is
+// logged and counted, and keeps the rest of its state.
 import { existsSync } from "node:fs";
 import type { Logger } from "pino";
 import { Counter, Gauge, type Registry } from "prom-client";
@@ -23,6 +29,7 @@ import type { VirtualService } from "../../dataplane/model.ts";
 import { dsrPlan } from "./dsrPlan.ts";
 import { DSR_NODE_TABLE, desiredNodeTable, nodeTableChange, parseNodeTable } from "./nodeDsrTable.ts";
 import { LOOSE, allInterfaces, routeDevice, strictInterfaces } from "./nodeRpFilter.ts";
+import * as decap from "./podDecap.ts";
 import { parsePodState, podAddresses, podSteps, type PodDsrState, type PodStep } from "./podDsrState.ts";
 import { PodNetns } from "./podNetns.ts";
 
@@ -35,6 +42,8 @@ export interface DsrApplierOptions {
   procSysNet: string;
   /** LBs tunnel in IPIP (dataPlane.engine ipvs): pods get an IPIP device too. */
   ipip?: boolean;
+  /** The backend pods' tc BPF decapsulation (dsr_decap.o): attached to each pod's uplink; without it, none. */
+  decapObject?: string;
   log: Logger;
   registry: Registry;
 }
@@ -86,6 +95,16 @@ function dsrMetrics(registry: Registry) {
       help: "1 while this node's DSR backend pods decapsulate IPIP (for IPVS-engine LBs); 0 where the kernel has no ipip or it is not wanted",
       registers: [registry],
     }),
+    decap: new Gauge({
+      name: "portable_lb_dsr_bpf_decap",
+      help: "1 while this node's DSR backend pods decapsulate in tc BPF; 0 where not configured or the kernel refused the program (the VXLAN device decapsulates)",
+      registers: [registry],
+    }),
+    decapErrors: new Counter({
+      name: "portable_lb_dsr_bpf_decap_errors_total",
+      help: "Backend pods whose tc BPF decapsulation could not be applied (the VXLAN device decapsulates; see the log)",
+      registers: [registry],
+    }),
     hostNetwork: new Gauge({
       name: "portable_lb_dsr_host_network_backends",
       help: "DSR backends on this node's own network (host-network pods): not served by DSR",
@@ -111,6 +130,12 @@ export class DsrApplier {
   /** The kernel has ipip: unknown until a device was made or refused. */
   private ipipKernel: boolean | undefined;
   private hostNetworkSeen = "";
+  /** The object's program tag: unknown until loaded once, false where the kernel refused it. */
+  private decapTag: string | false | undefined;
+  /** Per namespace, the devices whose clsact qdisc this agent added. */
+  private readonly clsactOurs = new Map<string, Set<string>>();
+  /** Per namespace, the last BPF decapsulation error logged (each is logged once). */
+  private readonly decapErrorSeen = new Map<string, string>();
 
   constructor(o: DsrApplierOptions) {
     this.o = o;
@@ -118,6 +143,7 @@ export class DsrApplier {
     this.metrics = dsrMetrics(o.registry);
     this.netns = new PodNetns(o.netnsDir, (path, args) => this.ipIn(path, args));
     this.metrics.ipip.set(0);
+    this.metrics.decap.set(0);
   }
 
   /** Whether pods get the IPIP device now. */
@@ -142,9 +168,13 @@ export class DsrApplier {
     const nodeAddresses = podAddresses(await this.node("ip", ["-j", "-4", "addr", "show"]));
     const plan = dsrPlan(services, nodeName, nodeAddresses);
     this.reportHostNetwork(plan.hostNetwork);
+    if (this.o.decapObject && this.decapTag === undefined) await this.learnDecapTag(this.o.decapObject);
     if (!this.adopted) {
       for (const path of await this.netns.all()) {
-        const s = await this.readPod(path, "").catch(() => undefined);
+        const s = await this.readPod(path, "").then(
+          (r) => r.state,
+          () => undefined,
+        );
         if (s && (s.device || s.ipip || s.vips.length > 0)) this.owned.set(path, undefined);
       }
       this.adopted = true;
@@ -166,9 +196,10 @@ export class DsrApplier {
     let changes = 0;
     for (const [path, { ip, vips }] of targets) {
       try {
-        const { state, steps } = await this.applyPod(path, ip, vips);
+        const pod = await this.applyPod(path, ip, vips);
+        const steps = [...pod.steps, ...(await this.applyDecap(path, pod.addr, ip, vips))];
         changes += steps.length;
-        if (vips.length > 0) this.owned.set(path, state.podMtu);
+        if (vips.length > 0) this.owned.set(path, pod.state.podMtu);
         else this.owned.delete(path);
         if (steps.length > 0)
           this.o.log.info({ podIp: ip, netns: path, vips, steps }, "pod DSR state updated");
@@ -176,6 +207,8 @@ export class DsrApplier {
         // A namespace that is gone takes its state along.
         if (!ip && !existsSync(path)) {
           this.owned.delete(path);
+          this.clsactOurs.delete(path);
+          this.decapErrorSeen.delete(path);
           continue;
         }
         const error = err instanceof Error ? err.message : String(err);
@@ -231,8 +264,8 @@ export class DsrApplier {
     path: string,
     ip: string | undefined,
     vips: string[],
-  ): Promise<{ state: PodDsrState; steps: PodStep[] }> {
-    const state = await this.readPod(path, ip ?? "");
+  ): Promise<{ state: PodDsrState; steps: PodStep[]; addr: string }> {
+    const { state, addr } = await this.readPod(path, ip ?? "");
     if (ip && state.podMtu === undefined) this.netns.forget(path); // the address moved on
     const ipip = this.ipip();
     const steps = podSteps(state, vips, ipip);
@@ -249,15 +282,76 @@ export class DsrApplier {
       this.ipipKernel = true;
       this.metrics.ipip.set(1);
     }
-    return { state, steps };
+    return { state, steps, addr };
   }
 
-  private async readPod(path: string, podIp: string) {
+  private async readPod(path: string, podIp: string): Promise<{ state: PodDsrState; addr: string }> {
     const [addr, netconf] = [
       await this.ipIn(path, ["-j", "-d", "addr", "show"]),
       await this.ipIn(path, ["-4", "-j", "netconf", "show"]),
     ];
-    return parsePodState(addr, netconf, podIp);
+    return { state: parsePodState(addr, netconf, podIp), addr };
+  }
+
+  /** Loads the object once, on `lo` of a namespace that dies with the command, to learn its tag. */
+  private async learnDecapTag(object: string): Promise<void> {
+    try {
+      const probe = decap.objectTagProbe(object);
+      this.decapTag = decap.parseObjectTag(
+        await this.node("unshare", ["--net", "--", "tc", "-j", "-batch", "-"], probe),
+      );
+      this.metrics.decap.set(1);
+    } catch (err) {
+      this.decapTag = false;
+      this.metrics.decapErrors.inc();
+      this.o.log.error(
+        { err: err instanceof Error ? err.message : String(err), object },
+        "the kernel did not load the DSR decapsulation program: backend pods on this node decapsulate on their VXLAN device (slower); restart this agent once fixed",
+      );
+    }
+  }
+
+  /**
+   * The pod's BPF decapsulation, by diff: our filter on its uplink while it serves `vips`, else on
+   * no device. Never throws: the VXLAN device decapsulates without it. Where the object is not
+   * loadable, a backend's filter is left as it is.
+   */
+  private async applyDecap(
+    path: string,
+    addr: string,
+    ip: string | undefined,
+    vips: string[],
+  ): Promise<decap.TcStep[]> {
+    const object = this.o.decapObject;
+    const { uplink, all } = decap.podUplinks(addr, ip ?? "");
+    const tag = this.decapTag || undefined;
+    if (!object || all.length === 0 || (vips.length > 0 && (!uplink || !tag))) return [];
+    const done: decap.TcStep[] = [];
+    const ours = this.clsactOurs.get(path) ?? new Set<string>();
+    try {
+      const listing = await this.inPod(path, "tc", ["-j", "-batch", "-"], decap.readBatch(all));
+      const wanted = vips.length > 0 ? { device: uplink!, object, tag: tag! } : undefined;
+      for (const step of decap.decapSteps(decap.parseDevices(all, listing, ours), wanted)) {
+        await this.inPod(path, "tc", step.tc);
+        const [kind, op, , dev] = step.tc;
+        if (kind === "qdisc" && op === "add") ours.add(dev!);
+        if (kind === "qdisc" && op === "del") ours.delete(dev!);
+        done.push(step);
+      }
+      this.decapErrorSeen.delete(path);
+    } catch (err) {
+      const error = err instanceof Error ? err.message : String(err);
+      this.metrics.decapErrors.inc();
+      if (this.decapErrorSeen.get(path) !== error)
+        this.o.log.warn(
+          { podIp: ip, netns: path, error },
+          "pod's BPF decapsulation not applied; its VXLAN device decapsulates",
+        );
+      this.decapErrorSeen.set(path, error);
+    }
+    if (ours.size > 0) this.clsactOurs.set(path, ours);
+    else this.clsactOurs.delete(path);
+    return done;
   }
 
   private async podStep(path: string, step: PodStep): Promise<void> {
