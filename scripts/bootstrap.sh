@@ -14,6 +14,7 @@ here=$(dirname "${BASH_SOURCE[0]}")
 . "$here/bootstrap/etcd.sh"
 . "$here/bootstrap/coredns.sh"
 . "$here/bootstrap/bird.sh"
+. "$here/bootstrap/fastpath.sh"
 . "$here/bootstrap/debBinary.sh"
 . "$here/bootstrap/nginx.sh"
 . "$here/bootstrap/dockerRegistry.sh"
@@ -47,6 +48,7 @@ install_flannel
 install_etcd
 install_coredns
 install_bird
+install_fastpath
 wait "$downloads" || die "a download step failed (its own line above says which)"
 install_pulumi_plugins
 install_images

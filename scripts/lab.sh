@@ -33,20 +33,28 @@ outputs)
   exit 0
   ;;
 esac
-# PLB_LAB_MODE=snat|dsr runs the lab with that data-plane mode (the benchmarks compare the two)
-# from a copy of Pulumi.lab.yaml, which itself stays as it is.
+# PLB_LAB_MODE=snat|dsr runs the lab with that data-plane mode, PLB_LAB_FASTPATH=auto|off with or
+# without the DSR fast path (the benchmarks compare them), from a copy of Pulumi.lab.yaml, which
+# itself stays as it is.
 config_args=()
-if [ -n "${PLB_LAB_MODE:-}" ]; then
-  case $PLB_LAB_MODE in snat | dsr) ;; *)
+if [ -n "${PLB_LAB_MODE:-}${PLB_LAB_FASTPATH:-}" ]; then
+  case ${PLB_LAB_MODE:-dsr} in snat | dsr) ;; *)
     echo "lab: PLB_LAB_MODE is '$PLB_LAB_MODE'; set it to snat or dsr, or unset it for Pulumi.lab.yaml's" >&2
+    exit 2
+    ;;
+  esac
+  case ${PLB_LAB_FASTPATH:-auto} in auto | off) ;; *)
+    echo "lab: PLB_LAB_FASTPATH is '$PLB_LAB_FASTPATH'; set it to auto or off, or unset it for Pulumi.lab.yaml's" >&2
     exit 2
     ;;
   esac
   config_file=$(mktemp --suffix=.yaml)
   trap 'rm -f "$config_file"' EXIT
-  sed -E "s/^( +)mode: (dsr|snat)\$/\1mode: $PLB_LAB_MODE/" Pulumi.lab.yaml >"$config_file"
-  grep -Eq "^ +mode: $PLB_LAB_MODE\$" "$config_file" || {
-    echo "lab: no dataPlane mode line found in Pulumi.lab.yaml to set to $PLB_LAB_MODE" >&2
+  mode=${PLB_LAB_MODE:-'\2'}
+  fast=${PLB_LAB_FASTPATH:+"\n\1fastPath: $PLB_LAB_FASTPATH"}
+  sed -E "s/^( +)mode: (dsr|snat)\$/\1mode: $mode$fast/" Pulumi.lab.yaml >"$config_file"
+  grep -Eq "^ +mode: ${PLB_LAB_MODE:-(dsr|snat)}\$" "$config_file" || {
+    echo "lab: no dataPlane mode line found in Pulumi.lab.yaml to set" >&2
     exit 1
   }
   config_args=(--config-file "$config_file")

@@ -5,6 +5,8 @@
 
 export PORTABLE_LB_CACHE=$PLB_CACHE
 export PATH="$(tool_dir node "$NODE_VERSION")/bin:$(tool_dir pulumi "$PULUMI_VERSION")/bin:$(tool_dir pulumi-language-nodejs "$PULUMI_LANGUAGE_NODEJS_VERSION")/bin:$(tool_dir kubernetes "$KUBERNETES_VERSION")/bin:$(tool_dir kubectl "$KUBERNETES_VERSION")/bin:$(tool_dir kubeadm "$KUBERNETES_VERSION")/bin:$(tool_dir flannel "$FLANNEL_VERSION")/bin:$(tool_dir bird "$BIRD_TOOL_VERSION")/usr/sbin:$REPO_ROOT/node_modules/@pulumi/pulumi:$REPO_ROOT/node_modules/.bin:$PATH"
+# The DSR fast path's build (scripts/bootstrap/fastpath.sh): bin/portable-lb-fastpath, lib/dsr_decap.o.
+export PORTABLE_LB_FASTPATH=$(tool_dir fastpath "$FASTPATH_TOOL_VERSION")
 # Where the lab nodes' containerd finds the CNI plugins (they are not commands to put on PATH).
 export PORTABLE_LB_CNI_BIN=$(tool_dir cni-plugins "$CNI_PLUGINS_VERSION")/bin
 # The lab's images (scripts/bootstrap/images.sh builds them): each one's archive and name.

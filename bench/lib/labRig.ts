@@ -32,14 +32,20 @@ export async function labRig(): Promise<LabRig> {
   };
 }
 
-/** The data-plane mode the lab's LB pods run with (dsr or snat), from their ConfigMap. */
+/**
+ * The data-plane mode the lab's LB pods run with, from their ConfigMap: snat, dsr (with the fast
+ * path where the kernel allows it: the lab's test checks it is up) or "dsr, kernel path" (fastPath off).
+ */
 export async function dataPlaneMode(rig: LabRig): Promise<string> {
   const cm = await rig.core.readNamespacedConfigMap({
     name: "portable-lb-controller-config",
     namespace: "portable-lb-system",
   });
-  const config = JSON.parse(cm.data?.["config.json"] ?? "{}") as { dataPlane?: { mode?: string } };
-  return config.dataPlane?.mode ?? "unknown";
+  const config = JSON.parse(cm.data?.["config.json"] ?? "{}") as {
+    dataPlane?: { mode?: string; fastPath?: string };
+  };
+  const mode = config.dataPlane?.mode ?? "unknown";
+  return mode === "dsr" && config.dataPlane?.fastPath === "off" ? "dsr, kernel path" : mode;
 }
 
 const DEMO = { namespace: "demo", name: "demo" };

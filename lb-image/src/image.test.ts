@@ -4,7 +4,7 @@
 // built is checked by test/integration/lbImage.test.ts.
 import { accessSync, constants, existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
-import { LB_COMMANDS, lbConfigSchema } from "@portable-lb/core/config";
+import { LB_COMMANDS, LB_PATHS, lbConfigSchema } from "@portable-lb/core/config";
 import { lbPodSpec } from "../../packages/core/src/loadBalancer/podSpec.ts";
 import { nodeAgentPodSpec } from "../../packages/core/src/loadBalancer/nodeAgent.ts";
 
@@ -22,6 +22,10 @@ const TOOL_PACKAGES: Record<string, string> = {
   // The node agent enters DSR backend pods' network namespaces and writes their sysctls.
   nsenter: "util-linux",
   tee: "coreutils",
+  // It attaches the DSR fast path's decapsulation in backend pods (Debian's tc is built with libbpf).
+  tc: "iproute2",
+  // It loads that object once in a throwaway network namespace, to learn its tag.
+  unshare: "util-linux",
 };
 const LB_IMAGE = join(__dirname, "..");
 const REPO = join(LB_IMAGE, "..");
@@ -130,6 +134,17 @@ describe("lb-image/image (the build definition)", () => {
     expect(imageBuild.indexOf("/usr/sbin/{bird,birdc}")).toBeGreaterThan(
       imageBuild.indexOf("debian_rootfs "),
     );
+  });
+
+  it("carries the fast path the tests run, where the controller and the node agent look for it", () => {
+    const bootstrap = readFileSync(join(REPO, "scripts/bootstrap/fastpath.sh"), "utf8");
+    expect(bootstrap).toContain('"$REPO_ROOT/lb-image/fastpath/build.sh" "$1"');
+    expect(imageBuild).toContain('fastpath=$(tool_dir fastpath "$FASTPATH_TOOL_VERSION")');
+    // On PATH (the controller runs it by name), and the object at the path the node agent is given.
+    expect(imageBuild).toContain(
+      'install -m 755 "$fastpath/bin/portable-lb-fastpath" "$rootfs/usr/local/bin/"',
+    );
+    expect(imageBuild).toContain(`"$fastpath/lib/dsr_decap.o" "$rootfs${LB_PATHS.dsrDecapObject}"`);
   });
 
   it("applies every BIRD patch in lb-image/bird, and only those", () => {

@@ -123,6 +123,25 @@ async function dsrMaps(plan: LabPlan, core: CoreV1Api): Promise<string[]> {
   );
 }
 
+/** Each ready pod of `prefix` in `namespace` with what `command` prints in the network namespace of its `container`. */
+async function inReadyPods(
+  plan: LabPlan,
+  core: CoreV1Api,
+  where: { namespace: string; prefix: string; container: string },
+  command: string[],
+): Promise<{ pod: string; out: string }[]> {
+  const pods = (await core.listNamespacedPod({ namespace: where.namespace })).items.filter(
+    (p) => p.metadata?.name?.startsWith(where.prefix) && p.status?.containerStatuses?.every((c) => c.ready),
+  );
+  return Promise.all(
+    pods.map(async (pod) => {
+      const pid = containerPid(plan, { node: pod.spec!.nodeName!, pod }, where.container);
+      const out = (await execCommand("nsenter", [`--target=${pid}`, "--net", "--", ...command])).stdout;
+      return { pod: pod.metadata!.name!, out };
+    }),
+  );
+}
+
 // Bounds: a cold up starts a control plane, six nodes and ~20 pods on two CPUs.
 const UP_MS = 15 * 60_000;
 const STEP_MS = 8 * 60_000;
@@ -200,6 +219,32 @@ describe("the lab: npm run lab's stack, end to end", () => {
       fieldSelector: "reason=DirectServerReturnUnavailable",
     });
     expect(events.items.map((e) => e.message)).toEqual([]);
+
+    // The fast path carries it (lb-image/fastpath): each LB pod's tc program forwarded the requests of
+    // the first case, and each demo pod decapsulates in its own tc program.
+    const metrics = await inReadyPods(
+      plan,
+      core,
+      { namespace: "portable-lb-system", prefix: "portable-lb-controller-", container: "controller" },
+      ["curl", "-sf", "--max-time", "5", "http://127.0.0.1:9150/metrics"],
+    );
+    expect(metrics).toHaveLength(3);
+    for (const { pod, out } of metrics) {
+      expect({ pod, up: /^portable_lb_fast_path_up (\S+)$/m.exec(out)?.[1] }).toEqual({ pod, up: "1" });
+      const forwarded = /^portable_lb_fast_path_packets_total\{result="forwarded"\} (\S+)$/m.exec(out)?.[1];
+      expect({ pod, forwarded: Number(forwarded) > 0 }).toEqual({ pod, forwarded: true });
+    }
+    const filters = await inReadyPods(plan, core, { namespace: "demo", prefix: "demo-", container: "web" }, [
+      "tc",
+      "filter",
+      "show",
+      "dev",
+      "eth0",
+      "ingress",
+    ]);
+    expect(filters).toHaveLength(3);
+    for (const { pod, out } of filters)
+      expect({ pod, decap: /dsr_decap/.test(out) }).toEqual({ pod, decap: true });
   }, 60_000);
 
   it(

@@ -1,7 +1,7 @@
 // Wires the controller together: config, API clients, allocator election, watches, reconciler,
 // engine, HTTP endpoints. Used by main.ts in the pod and by tests in-process.
 import { CoordinationV1Api, CoreV1Api, type KubeConfig } from "@kubernetes/client-node";
-import { LB_STOP_TIMEOUTS, type LbConfig } from "@portable-lb/core/config";
+import { LB_STOP_TIMEOUTS, usesFastPath, type LbConfig } from "@portable-lb/core/config";
 import { readFileSync } from "node:fs";
 import type { Server } from "node:http";
 import type { Logger } from "pino";
@@ -17,6 +17,9 @@ import { startCloudRoutes } from "../cloudRoutes/cloudRoutes.ts";
 import { chooseEngine, ipvsSupport } from "../dataplane/chooseEngine.ts";
 import type { DataPlaneEngine } from "../dataplane/engine.ts";
 import { withPrefix } from "../dataplane/exec.ts";
+import { FastPath } from "../dataplane/fastpath/fastPath.ts";
+import { FastPathEngine } from "../dataplane/fastpath/fastPathEngine.ts";
+import { uplinkDevice } from "../dataplane/fastpath/uplinkDevice.ts";
 import { LocalVips } from "../dataplane/localVips.ts";
 import { RouteWatch } from "../dataplane/routeWatch.ts";
 import { HealthChecker } from "../health/healthChecker.ts";
@@ -66,6 +69,8 @@ export interface ControllerOptions {
   /** Run the kernel tools through a prefix (e.g. `ip netns exec NS`); in the pod, none. */
   commandPrefix?: string[];
   engine?: DataPlaneEngine;
+  /** The DSR fast path's loader (lb-image/fastpath); by default the image's, found on PATH. */
+  fastPathBinary?: string;
   /** How active health checks reach backends; by default from this process's network namespace. */
   probe?: Probe;
   leaseTiming?: LeaseTiming;
@@ -112,7 +117,21 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
         await ipvsSupport(prefix),
         prefix,
       );
-  const engine = choice.engine;
+  const fastPath =
+    !o.engine && choice.engine.name === "nftables" && usesFastPath(o.config.dataPlane)
+      ? new FastPathEngine(choice.engine, {
+          start: async () =>
+            FastPath.start({
+              binary: o.fastPathBinary ?? "portable-lb-fastpath",
+              device: await uplinkDevice(prefix),
+              prefix,
+            }),
+          log: o.log,
+          registry: metrics.registry,
+          onProblem: (message) => void events.report([{ ...pod, reason: "FastPathUnavailable", message }]),
+        })
+      : undefined;
+  const engine: DataPlaneEngine = fastPath ?? choice.engine;
   metrics.dataPlaneEngine.set({ engine: engine.name, reason: choice.reason }, 1);
   o.log.info({ engine: engine.name, reason: choice.reason }, "data plane engine chosen");
   if ("warning" in choice && choice.warning)
@@ -291,6 +310,8 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
       // The reconciler keeps applying backend changes while the pod drains.
       await drainConnections();
       reconciler.stop();
+      // Its program detaches; the kernel path beneath serves on while the pod's last flows end.
+      await fastPath?.stop();
       await announcer?.stop();
       await presence?.close();
       health.stop();

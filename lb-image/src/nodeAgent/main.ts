@@ -1,7 +1,8 @@
 // The node agent process: `portable-lb-node-agent --config /etc/portable-lb/config.json`, with
 // NODE_NAME (downward API) and POD_NAMESPACE (the LB pods' namespace, its own); with
-// DSR_NETNS_DIR (the runtime's pod netns directory, mounted) it also prepares DSR backends.
-import { LB_COMMANDS, LB_ENV, LB_PATHS } from "@portable-lb/core/config";
+// DSR_NETNS_DIR (the runtime's pod netns directory, mounted) it also prepares DSR backends, with the
+// fast path's decapsulation (the image's object) where the config runs it.
+import { LB_COMMANDS, LB_ENV, LB_PATHS, usesFastPath } from "@portable-lb/core/config";
 import { runProcess } from "../common/processMain.ts";
 import { startNodeAgent } from "./nodeAgent.ts";
 
@@ -15,7 +16,13 @@ runProcess(LB_COMMANDS.nodeAgent, async ({ config, kubeconfig, log }) => {
     log,
     nodeName,
     namespace: process.env.POD_NAMESPACE ?? "portable-lb-system",
-    ...(netnsDir && { dsr: { netnsDir, procSysNet: LB_PATHS.hostProcSysNet } }),
+    ...(netnsDir && {
+      dsr: {
+        netnsDir,
+        procSysNet: LB_PATHS.hostProcSysNet,
+        ...(usesFastPath(config.dataPlane) && { decapObject: LB_PATHS.dsrDecapObject }),
+      },
+    }),
   });
   // The routes stay on stop: a restarting agent adopts them, and VIP traffic keeps flowing meanwhile.
   return () => agent.stop();

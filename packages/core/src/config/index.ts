@@ -26,6 +26,7 @@ export {
   lbCloudRoutesSchemaRouteTablesLater,
   lbConfigSchema,
   lbConfigSchemaRouteTablesLater,
+  usesFastPath,
   type LbConfig,
   type LbConfigInput,
 } from "./lbConfig.ts";

@@ -1,5 +1,5 @@
 import { parseOrThrow } from "../validation.ts";
-import { lbConfigSchema, type LbConfigInput } from "./lbConfig.ts";
+import { lbConfigSchema, usesFastPath, type LbConfigInput } from "./lbConfig.ts";
 
 const good: LbConfigInput = {
   routingMode: "bgp",
@@ -17,7 +17,7 @@ describe("lbConfigSchema", () => {
       routingMode: "bgp",
       podCidr: "10.244.0.0/16",
       vipPools: [{ name: "default", cidr: "10.1.1.0/24", avoidBuggyIps: false }],
-      dataPlane: { engine: "auto", mode: "snat", scheduler: "mh" },
+      dataPlane: { engine: "auto", mode: "snat", scheduler: "mh", fastPath: "auto" },
       bgp: {
         asn: 64512,
         routeReflectors: ["10.0.0.5"],
@@ -43,6 +43,15 @@ describe("lbConfigSchema", () => {
         engine,
         mode: "dsr",
       });
+  });
+
+  it("runs the fast path with DSR on nftables unless it is off", () => {
+    const fast = (dataPlane: object) => usesFastPath(parse({ ...good, dataPlane }).dataPlane);
+    expect(fast({ mode: "dsr" })).toBe(true);
+    expect(fast({ mode: "dsr", engine: "nftables" })).toBe(true);
+    expect(fast({ mode: "dsr", fastPath: "off" })).toBe(false);
+    expect(fast({ mode: "dsr", engine: "ipvs" })).toBe(false);
+    expect(fast({ mode: "snat" })).toBe(false);
   });
 
   it.each<[string, unknown, string]>([

@@ -12,6 +12,7 @@ export const SCHEDULERS = ["mh", "rr", "wrr", "lc"] as const;
 export const DATA_PLANES = ["auto", "ipvs", "nftables"] as const;
 /** How flows reach backends: direct server return, or through the LB (source NAT). */
 export const FORWARDING_MODES = ["dsr", "snat"] as const;
+export const FAST_PATH_MODES = ["auto", "off"] as const;
 
 /** How often the kernel refreshes the IPVS counters the drain watches. */
 export const IPVS_COUNTER_LAG_S = 2;
@@ -40,7 +41,16 @@ export const dataPlaneSchema = z.strictObject({
     .default("snat"),
   // Maglev hashing by default: behind ECMP every LB pod must pick the same backend for a flow.
   scheduler: z.enum(SCHEDULERS).default("mh"),
+  // DSR on the nftables engine: tc BPF programs in the LB and backend pods carry the packets where
+  // the kernel allows it (lb-image/fastpath), with the kernel path unchanged beneath them; "off"
+  // keeps to the kernel path (and the LB pods get no CAP_BPF).
+  fastPath: z.enum(FAST_PATH_MODES).default("auto"),
 });
+
+/** Whether the LB and backend pods run the DSR fast path (and the LB pods need CAP_BPF). */
+export function usesFastPath(dataPlane: z.output<typeof dataPlaneSchema>): boolean {
+  return dataPlane.mode === "dsr" && dataPlane.engine !== "ipvs" && dataPlane.fastPath === "auto";
+}
 
 // After a stop's withdrawal the pod keeps serving what the router still sends it, until no new
 // connection has come for `quietS` (the router has moved on), at most `timeoutS`; its grace

@@ -56,6 +56,8 @@ export const LB_PATHS = {
    * read-only). Not under /proc: the runtime's default AppArmor profile denies writes there.
    */
   hostProcSysNet: "/host/proc/sys/net",
+  /** The DSR fast path's backend-side program (lb-image/fastpath), which the node agent attaches. */
+  dsrDecapObject: "/usr/lib/portable-lb/dsr_decap.o",
 } as const;
 
 /** Environment variables the manifests set for the LB image's processes, beside the downward API's. */

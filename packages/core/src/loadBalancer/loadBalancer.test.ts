@@ -144,7 +144,11 @@ describe("LoadBalancer", () => {
     );
     // The controller serves by DSR: the mode is in the config both read.
     const config = JSON.parse(one("kubernetes:core/v1:ConfigMap").data["config.json"]);
-    expect(config.dataPlane).toEqual({ engine: "auto", mode: "dsr", scheduler: "mh" });
+    expect(config.dataPlane).toEqual({ engine: "auto", mode: "dsr", scheduler: "mh", fastPath: "auto" });
+    // The DSR fast path: the controller loads its tc program (CAP_BPF), and no more than that.
+    expect(
+      one("kubernetes:apps/v1:Deployment").spec.template.spec.containers[0].securityContext.capabilities.add,
+    ).toEqual(["NET_ADMIN", "BPF"]);
     // Only DSR reads NetworkPolicies (whether they let its tunnel reach the backends).
     const controllerRole = byType("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole").find(
       (r) => r.inputs.metadata.name === "portable-lb-controller",
@@ -156,6 +160,18 @@ describe("LoadBalancer", () => {
     });
     // The pods carry the labels the controller matches NetworkPolicy peers against.
     expect(one("kubernetes:apps/v1:Deployment").spec.template.metadata.labels).toEqual(LB_POD_LABELS);
+  });
+
+  it("gives the LB pods no CAP_BPF with the DSR fast path off", async () => {
+    new LoadBalancer("lb", {
+      image: IMAGE,
+      config: { ...bgpConfig, dataPlane: { mode: "dsr", fastPath: "off" } },
+      replicas: 3,
+      podNetnsDir: "/var/lib/runtime/netns",
+    });
+    await settled();
+    const controller = one("kubernetes:apps/v1:Deployment").spec.template.spec.containers[0];
+    expect(controller.securityContext.capabilities.add).toEqual(["NET_ADMIN"]);
   });
 
   it("gives the pod time for a longer drain when drain.timeoutS asks for one", async () => {

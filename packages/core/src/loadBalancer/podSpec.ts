@@ -2,7 +2,7 @@
 // speaker in bgp mode), with only the capabilities the data plane needs and a termination path that
 // withdraws VIPs before the pod goes away.
 import type * as k8s from "@pulumi/kubernetes";
-import type { LbConfig } from "../config/lbConfig.ts";
+import { usesFastPath, type LbConfig } from "../config/lbConfig.ts";
 import { minimalSecurityContext } from "../containerSecurity.ts";
 import {
   BIRD_RUN_FILES,
@@ -60,8 +60,11 @@ function controller(input: LbPodSpecInput, bgp: boolean): Container {
       { name: "metrics", containerPort: ports.metrics, protocol: "TCP" },
       { name: "health", containerPort: ports.health, protocol: "TCP" },
     ],
-    // NET_ADMIN programs IPVS/nftables and routes in the pod's own network namespace; nothing more.
-    securityContext: minimalSecurityContext(["NET_ADMIN"]),
+    // NET_ADMIN programs IPVS/nftables and routes in the pod's own network namespace; BPF loads the
+    // DSR fast path's program there (its loader attaches it to the pod's own device); nothing more.
+    securityContext: minimalSecurityContext(
+      usesFastPath(input.config.dataPlane) ? ["NET_ADMIN", "BPF"] : ["NET_ADMIN"],
+    ),
     livenessProbe: {
       httpGet: { path: LB_HTTP_PATHS.healthz, port: "health" },
       periodSeconds: 10,
