@@ -1,9 +1,10 @@
 // The LB pod's DSR fast path (lb-image/fastpath) over the nftables engine's kernel path: the loader
 // runs in the LB pod's namespace with CAP_NET_ADMIN and CAP_BPF only, as the controller runs it.
-// Every flow reaches the backend the kernel path alone gives it (the Maglev table and the hash are
-// nft's, bit for bit), the backends see the client's address, keep-alive connections keep their
-// backend when one is added, `check` repairs a deleted map entry and a detached program, and when
-// the loader's stdin closes its program goes and the kernel path carries on.
+// Every TCP and UDP flow reaches the backend the kernel path alone gives it (the Maglev table and
+// the hash are nft's, bit for bit), the backends see the client's address, keep-alive connections
+// keep their backend when one is added (also those the kernel path began before the fast path
+// started), `check` repairs a deleted map entry and a detached program, and when the loader's
+// stdin closes its program goes and the kernel path carries on.
 //
 //   client ── router ══ fabric ══ node ══ cni0 ══ p1, p2, p3   (backends, prepared by the node agent)
 //                              ╚═ lbnode ══ cni0 ══ lb          (NftEngine in DSR mode + fast path)
@@ -20,6 +21,7 @@ import { repoRoot } from "../harness/repoRoot.ts";
 
 const VIP = "10.1.1.10";
 const PORT = 8080;
+const UDP_PORT = 9000;
 const KEY = `tcp:${VIP}:${PORT}`;
 const PODS = { p1: "10.244.1.2", p2: "10.244.1.3", p3: "10.244.1.4" } as const;
 const LB = "10.244.2.2";
@@ -37,14 +39,21 @@ let backendNode: DsrBackendNode | undefined;
 let agent: DsrApplier;
 let fastPath: FastPath | undefined;
 
-const service = (pods: (keyof typeof PODS)[]): VirtualService => ({
-  vip: VIP,
-  port: PORT,
-  protocol: "tcp",
-  scheduler: "mh",
-  forwarding: "dsr",
-  backends: pods.map((p) => ({ ip: PODS[p], port: PORT, weight: 1, nodeName: NODE })),
-});
+/** The DSR services: HTTP over TCP, and a UDP one whose backends answer with their name. */
+const services = (pods: (keyof typeof PODS)[]): VirtualService[] =>
+  (
+    [
+      ["tcp", PORT],
+      ["udp", UDP_PORT],
+    ] as const
+  ).map(([protocol, port]) => ({
+    vip: VIP,
+    port,
+    protocol,
+    scheduler: "mh",
+    forwarding: "dsr",
+    backends: pods.map((p) => ({ ip: PODS[p], port, weight: 1, nodeName: NODE })),
+  }));
 
 /** The service's Maglev table as nftRuleset renders it: slot i -> the backend of maglevTable's slot i. */
 function table(s: VirtualService): string[] {
@@ -53,12 +62,16 @@ function table(s: VirtualService): string[] {
 }
 
 /** The kernel path first (the node agent, then the engine), then the fast path, as the controller would. */
-async function applyAll(s: VirtualService): Promise<void> {
-  expect((await agent.apply([s], NODE)).failures).toEqual([]);
-  await engine.apply([s]);
+async function applyAll(desired: VirtualService[]): Promise<void> {
+  expect((await agent.apply(desired, NODE)).failures).toEqual([]);
+  await engine.apply(desired);
+  await syncFastPath(desired);
+}
+
+async function syncFastPath(desired: VirtualService[]): Promise<void> {
   await fastPath?.sync(
-    [{ vip: VIP, port: PORT, protocol: "tcp", table: table(s) }],
-    [...new Set(s.backends.map((b) => b.ip))],
+    desired.map((s) => ({ vip: s.vip, port: s.port, protocol: s.protocol, table: table(s) })),
+    [...new Set(desired.flatMap((s) => s.backends.map((b) => b.ip)))],
   );
 }
 
@@ -98,6 +111,76 @@ async function backendsByPort(ports: number[]): Promise<Map<number, string>> {
   return out;
 }
 
+// One datagram per source port, from the client's address; the answer is the backend's name.
+const UDP_CLIENT = `
+import json, socket, sys
+out = {}
+for port in range(int(sys.argv[1]), int(sys.argv[2])):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("10.0.0.2", port))
+    s.settimeout(1)
+    s.sendto(b"?", ("${VIP}", ${UDP_PORT}))
+    try:
+        out[port] = s.recv(100).decode()
+    except socket.timeout:
+        out[port] = "timeout"
+    s.close()
+print(json.dumps(out))
+`;
+// Bound to the VIP, so the answer comes from it; before the node agent puts it on the pod's lo
+// (IP_FREEBIND).
+const UDP_SERVER = `
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_IP, 15, 1)
+s.bind(("${VIP}", ${UDP_PORT}))
+while True:
+    _, peer = s.recvfrom(100)
+    s.sendto(sys.argv[1].encode(), peer)
+`;
+
+/** Source port -> the backend that answered a UDP datagram from it. */
+async function udpBackendsByPort(first: number, count: number): Promise<Record<string, string>> {
+  const args = ["-c", UDP_CLIENT, String(first), String(first + count)];
+  return JSON.parse(await client.run("python3", args, { timeoutMs: 60_000 })) as Record<string, string>;
+}
+
+/** Keep-alive connections for `seconds`, each sending a request every 100 ms. */
+function keepAlive(connections: number, seconds: number) {
+  const script = join(repoRoot(), "bench/lib/keepAliveClient.ts");
+  return client.spawn(
+    "keepalive",
+    process.execPath,
+    [
+      "--disable-warning=MODULE_TYPELESS_PACKAGE_JSON",
+      script,
+      ...["--url", `http://${VIP}:${PORT}/`, "--connections", String(connections), "--interval-ms", "100"],
+      ...["--seconds", String(seconds)],
+    ],
+    { marker: script },
+  );
+}
+
+/** The backends of a keep-alive run that had no failure and each connection answered by one backend. */
+function keptBackends(lastLine: string, connections: number): Set<string> {
+  const result = JSON.parse(lastLine) as {
+    requests: number;
+    opened: number;
+    failures: unknown[];
+    backends: { connection: number; backend: string }[];
+  };
+  expect(result.failures).toEqual([]);
+  expect(result.opened).toBe(connections);
+  expect(result.requests).toBeGreaterThan(connections * 30);
+  const perConnection = new Map<number, Set<string>>();
+  for (const b of result.backends)
+    perConnection.set(b.connection, (perConnection.get(b.connection) ?? new Set()).add(b.backend));
+  expect([...perConnection.values()].filter((b) => b.size !== 1)).toEqual([]);
+  return new Set(result.backends.map((b) => b.backend));
+}
+
+const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
 /** bpftool's JSON answer (run on the host: program, map and link ids are global). */
 async function bpftool<T>(...args: string[]): Promise<T> {
   return JSON.parse(await lb.run("bpftool", ["-j", ...args])) as T;
@@ -128,6 +211,7 @@ beforeAll(async () => {
     await pod.sysctl("net.ipv4.conf.all.rp_filter", "1");
     await pod.sysctl("net.ipv4.tcp_max_tw_buckets", "0");
     await startHttpEcho(pod, { port: PORT, name });
+    await pod.spawn("udp-echo", "python3", ["-c", UDP_SERVER, name], { marker: UDP_SERVER });
     pods.push(pod);
   }
   backendNode = await DsrBackendNode.create(node, pods, ["cni0", "eth0"]);
@@ -146,7 +230,9 @@ beforeAll(async () => {
   await lb.localRoute(`${VIP}/32`);
   const prefix = ["ip", "netns", "exec", lb.netns] as const;
   engine = new NftEngine([...prefix, "nft"], [...prefix, "ip"]);
-  await applyAll(service(["p1", "p2"]));
+  await applyAll(services(["p1", "p2"]));
+  const udpUp = async () => !Object.values(await udpBackendsByPort(20_000, 1)).includes("timeout");
+  expect(await waitUntil(udpUp, 10_000)).toBe(true);
 }, 60_000);
 
 afterAll(async () => {
@@ -157,16 +243,18 @@ afterAll(async () => {
 
 describe("DSR fast path over the nftables path", () => {
   it("sends every flow to the backend the kernel path alone sends it to", async () => {
-    const s = service(["p1", "p2", "p3"]);
-    await applyAll(s);
+    const all = services(["p1", "p2", "p3"]);
+    await applyAll(all);
     const ports = Array.from({ length: FLOWS }, (_, i) => 21_000 + i);
     const kernel = await backendsByPort(ports);
     expect([...kernel.values()].filter((b) => !["p1", "p2", "p3"].includes(b))).toEqual([]);
     expect(new Set(kernel.values()).size).toBe(3);
+    const kernelUdp = await udpBackendsByPort(22_000, FLOWS);
+    expect(new Set(Object.values(kernelUdp))).toEqual(new Set(["p1", "p2", "p3"]));
 
     fastPath = await startFastPath();
     expect(fastPath.programId).toBeGreaterThan(0);
-    await applyAll(s);
+    await syncFastPath(all);
     const before = await fastPath.stats();
     const fast = await backendsByPort(ports);
     const after = await fastPath.stats();
@@ -174,6 +262,9 @@ describe("DSR fast path over the nftables path", () => {
     // The traffic took the fast path: at least a SYN, the request and an ACK per flow.
     expect(after.forwarded - before.forwarded).toBeGreaterThanOrEqual(3 * FLOWS);
     expect((after.flows[KEY] ?? 0) - (before.flows[KEY] ?? 0)).toBeGreaterThanOrEqual(FLOWS);
+    expect(await udpBackendsByPort(22_000, FLOWS)).toEqual(kernelUdp);
+    const udpKey = `udp:${VIP}:${UDP_PORT}`;
+    expect(((await fastPath.stats()).flows[udpKey] ?? 0) - (after.flows[udpKey] ?? 0)).toBe(FLOWS);
   }, 60_000);
 
   it("hands the client's own address to the backends", async () => {
@@ -183,39 +274,13 @@ describe("DSR fast path over the nftables path", () => {
   });
 
   it("keeps every keep-alive connection on its backend when a backend is added", async () => {
-    await applyAll(service(["p1", "p2"]));
-    const seconds = 8;
-    const script = join(repoRoot(), "bench/lib/keepAliveClient.ts");
-    const load = await client.spawn(
-      "keepalive",
-      process.execPath,
-      [
-        "--disable-warning=MODULE_TYPELESS_PACKAGE_JSON",
-        script,
-        ...["--url", `http://${VIP}:${PORT}/`, "--connections", "30", "--interval-ms", "100"],
-        ...["--seconds", String(seconds)],
-      ],
-      { marker: script },
-    );
-    await new Promise((r) => setTimeout(r, 3_000));
-    await applyAll(service(["p1", "p2", "p3"]));
-    expect(await waitUntil(() => !load.running(), (seconds + 10) * 1000)).toBe(true);
-    const result = JSON.parse(load.lastLines(1)) as {
-      requests: number;
-      opened: number;
-      failures: unknown[];
-      backends: { connection: number; backend: string }[];
-    };
-    expect(result.failures).toEqual([]);
-    expect(result.opened).toBe(30);
-    expect(result.requests).toBeGreaterThan(30 * 40);
-    // One backend per connection: none moved to the added one.
-    const perConnection = new Map<number, Set<string>>();
-    for (const b of result.backends)
-      perConnection.set(b.connection, (perConnection.get(b.connection) ?? new Set()).add(b.backend));
-    expect([...perConnection.values()].filter((b) => b.size !== 1)).toEqual([]);
-    expect(new Set(result.backends.map((b) => b.backend))).toEqual(new Set(["p1", "p2"]));
-    // New connections do reach it.
+    await applyAll(services(["p1", "p2"]));
+    const load = await keepAlive(30, 8);
+    await pause(3_000);
+    await applyAll(services(["p1", "p2", "p3"]));
+    expect(await waitUntil(() => !load.running(), 20_000)).toBe(true);
+    // None moved to the added backend, which new connections do reach.
+    expect(keptBackends(load.lastLines(1), 30)).toEqual(new Set(["p1", "p2"]));
     const byName = await httpHistogram(client, `http://${VIP}:${PORT}/`, { count: 40, by: "name" });
     expect(Object.keys(byName.counts).sort()).toEqual(["p1", "p2", "p3"]);
   }, 40_000);
@@ -265,6 +330,19 @@ describe("DSR fast path over the nftables path", () => {
     expect(died).toBeUndefined();
     expect(await answered(20)).toEqual({ "10.0.0.2": 20 });
   });
+
+  it("leaves the connections the kernel path began to it when it starts", async () => {
+    await applyAll(services(["p1", "p2"]));
+    const load = await keepAlive(30, 8);
+    await pause(3_000);
+    // A backend added as the fast path starts: the nft flow table keeps each connection's backend.
+    await applyAll(services(["p1", "p2", "p3"]));
+    fastPath = await startFastPath();
+    await syncFastPath(services(["p1", "p2", "p3"]));
+    expect(await waitUntil(() => !load.running(), 20_000)).toBe(true);
+    expect(keptBackends(load.lastLines(1), 30)).toEqual(new Set(["p1", "p2"]));
+    expect((await fastPath.stats()).passed.unknown_flow).toBeGreaterThan(30);
+  }, 40_000);
 
   it("says why when it cannot start", async () => {
     await expect(
