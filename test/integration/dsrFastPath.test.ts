@@ -8,6 +8,7 @@
 //
 //   client ── router ══ fabric ══ node ══ cni0 ══ p1, p2, p3   (backends, prepared by the node agent)
 //                              ╚═ lbnode ══ cni0 ══ lb          (NftEngine in DSR mode + fast path)
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { NetnsLab, waitUntil, type LabNamespace } from "@portable-lb/lab";
 import { FastPath } from "../../lb-image/src/dataplane/fastpath/fastPath.ts";
@@ -190,6 +191,10 @@ const answered = async (count: number) =>
   (await httpHistogram(client, `http://${VIP}:${PORT}/`, { count, by: "client" })).counts;
 
 beforeAll(async () => {
+  if (!existsSync(BINARY))
+    throw new Error(
+      `no fast path loader at ${BINARY}: scripts/bootstrap.sh builds it (PORTABLE_LB_FASTPATH)`,
+    );
   lab = await NetnsLab.create("dsrfp");
   client = await lab.namespace("client");
   // Each flow is made twice on the same source port: no TIME_WAIT may hold the port in between.
