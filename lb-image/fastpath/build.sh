@@ -21,5 +21,7 @@ bpf() { # SOURCE OUTPUT: BTF included (cilium/ebpf and tc's libbpf read the maps
 }
 bpf "$here/bpf/dsr_lb.c" "$work/dsr_lb.o"
 bpf "$here/bpf/dsr_decap.c" "$out/lib/dsr_decap.o"
-(cd "$work" && env CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=local \
-  go build -trimpath -ldflags='-s -w' -o "$out/bin/portable-lb-fastpath" .)
+# The loader's Go tests (request checks, map diffs) run in every build, which the cache key ties to
+# this folder's contents: a change cannot reach the image untested.
+(cd "$work" && export CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=local &&
+  go test -count=1 . && go build -trimpath -ldflags='-s -w' -o "$out/bin/portable-lb-fastpath" .)

@@ -133,15 +133,18 @@ function processStatus(pid: number): { uid: string; capEff: string; capBnd: stri
     noNewPrivs: field("NoNewPrivs"),
   };
 }
-const { NET_BIND_SERVICE: CAP_NET_BIND_SERVICE, NET_ADMIN: CAP_NET_ADMIN } = CAP;
+const { NET_BIND_SERVICE: CAP_NET_BIND_SERVICE, NET_ADMIN: CAP_NET_ADMIN, BPF: CAP_BPF } = CAP;
 
 beforeAll(async () => {
   built = builtImage();
   lab = await NetnsLab.create("lb-image");
   ns = await lab.namespace("pod");
-  // The pod's address (on lo: nothing here routes to it) and the pod spec's sysctls, which the
-  // runtime sets in the sandbox.
-  await ns.addAddress(`${POD_IP}/32`, "lo");
+  // The pod's uplink as a CNI makes it (eth0 with the pod's address, the default route through its
+  // node), where the DSR fast path attaches, and the pod spec's sysctls, which the runtime sets in
+  // the sandbox.
+  const node = await lab.namespace("node");
+  await lab.link(ns, node, { a: `${POD_IP}/24`, b: "10.244.1.1/24", names: { a: "eth0", b: "veth-pod" } });
+  await ns.defaultRoute("10.244.1.1");
   for (const s of lbSpec.securityContext?.sysctls ?? []) await ns.sysctl(s.name, s.value);
   api = await ApiBridge.open(ns, testKubeconfig());
   await core.createNamespace({ body: { metadata: { name: NS } } });
@@ -219,7 +222,7 @@ describe("the LB image archive", () => {
 describe("the LB image under runc, as the pod specs say", () => {
   const birdRun = () => volume("bird-run");
 
-  it("runs the controller (NET_ADMIN only) and the speaker's BIRD (NET_BIND_SERVICE only) on the config the controller renders", async () => {
+  it("runs the controller (NET_ADMIN, BPF) and the speaker's BIRD (NET_BIND_SERVICE only) on the config the controller renders", async () => {
     const volumes = {
       config: volume("config", { "config.json": JSON.stringify(config) }),
       tmp: volume("tmp"),
@@ -275,7 +278,18 @@ describe("the LB image under runc, as the pod specs say", () => {
     const comm = (pid: number) => readFileSync(`/proc/${pid}/comm`, "utf8").trim();
     const birdPid = (await speaker.pids()).find((p) => comm(p) === "bird");
     expect(birdPid).toBeDefined();
-    const nodePid = (await controller.pids())[0]!;
+    const pids = await controller.pids();
+    const nodePid = pids[0]!;
+    // The DSR fast path's loader runs beside it, with the same two capabilities, its program attached.
+    const loaderPid = pids.find((p) => comm(p) === "portable-lb-fas");
+    expect(loaderPid).toBeDefined();
+    expect(processStatus(loaderPid!)).toEqual({
+      uid: "0",
+      capEff: capMask(CAP_NET_ADMIN, CAP_BPF),
+      capBnd: capMask(CAP_NET_ADMIN, CAP_BPF),
+      noNewPrivs: "1",
+    });
+    expect((await get(config.ports.metrics, "/metrics")).body).toMatch(/^portable_lb_fast_path_up 1$/m);
     expect(processStatus(birdPid!)).toEqual({
       uid: "0",
       capEff: capMask(CAP_NET_BIND_SERVICE),
@@ -284,8 +298,8 @@ describe("the LB image under runc, as the pod specs say", () => {
     });
     expect(processStatus(nodePid)).toEqual({
       uid: "0",
-      capEff: capMask(CAP_NET_ADMIN),
-      capBnd: capMask(CAP_NET_ADMIN),
+      capEff: capMask(CAP_NET_ADMIN, CAP_BPF),
+      capBnd: capMask(CAP_NET_ADMIN, CAP_BPF),
       noNewPrivs: "1",
     });
     // Read-only root: only the volumes take writes.
