@@ -33,6 +33,7 @@ import { FLOW_TIMEOUT_S } from "../../lb-image/src/dataplane/nft/nftRuleset.ts";
 import { processPrivileges } from "../harness/netns/deployedPod.ts";
 import { exportedPerSession, parseProtocols } from "../../lb-image/src/bgp/birdOutput.ts";
 import { createLbService } from "../harness/lbServices.ts";
+import { fastPathFlows } from "../harness/netns/fastPathFlows.ts";
 import { waitUntil } from "@portable-lb/lab";
 import { settle } from "../harness/settle.ts";
 import { testKubeconfig } from "../harness/testEnv.ts";
@@ -228,31 +229,42 @@ async function dsrSpread(nodes: number[], count: number) {
   return { failures: h.failures, errors: h.errors, clients: Object.keys(h.counts), lbs };
 }
 
-/** Group a's flows from the client in LB pod a<n>'s flow table (DSR): source port → ms left. */
-async function flowTable(n: number): Promise<Map<string, number>> {
-  const listing = await pod("a", n).o.ns.run("nft", ["list", "map", "ip", NFT_TABLE, "flows_tcp"]);
+/**
+ * Group a's flows from the client in LB pod a<n>'s flow tables (DSR), by source port: for the kernel
+ * path's (nft), whether a packet refreshed it in the last second (it expires in more than
+ * FLOW_TIMEOUT_S - 1); for the fast path's, when a packet last did (ns). A flow is in one of them:
+ * the one whose path took its packets.
+ */
+async function flowTables(n: number): Promise<{ nft: Map<string, boolean>; fast: Map<string, bigint> }> {
+  const lb = pod("a", n).o.ns;
+  const listing = await lb.run("nft", ["list", "map", "ip", NFT_TABLE, "flows_tcp"]);
   const entry = new RegExp(
     `${CLIENT_IP} \\. (\\d+) \\. ${GROUPS.a.vip} \\. ${PORT} (?:timeout \\S+ )?expires (?:(\\d+)m(?!s))?(?:(\\d+)s)?(?:(\\d+)ms)?`,
     "g",
   );
-  return new Map(
-    [...listing.matchAll(entry)].map((m) => [
-      m[1]!,
-      (+(m[2] ?? 0) * 60 + +(m[3] ?? 0)) * 1000 + +(m[4] ?? 0),
-    ]),
-  );
+  const leftMs = (m: RegExpMatchArray) => (+(m[2] ?? 0) * 60 + +(m[3] ?? 0)) * 1000 + +(m[4] ?? 0);
+  return {
+    nft: new Map([...listing.matchAll(entry)].map((m) => [m[1]!, leftMs(m) >= (FLOW_TIMEOUT_S - 1) * 1000])),
+    fast: new Map(
+      fastPathFlows(lb.netns)
+        .filter((f) => f.client === CLIENT_IP && f.vip === GROUPS.a.vip && f.port === PORT)
+        .map((f) => [String(f.clientPort), f.seenNs]),
+    ),
+  };
 }
 
 /**
- * The long-lived connections through LB pod a<n>: flows in its table that a packet refreshed in
- * the last second and that were there 1.5 s before (a new connection's entry lives on after it
- * ends, but nothing refreshes it).
+ * The long-lived connections through LB pod a<n>: flows in its tables that were there 1.5 s before
+ * and that a packet refreshed since (a new connection's entry lives on after it ends, but nothing
+ * refreshes it).
  */
 async function longLivedThrough(n: number): Promise<number> {
-  const first = await flowTable(n);
+  const first = await flowTables(n);
   await sleep(1_500);
-  const now = await flowTable(n);
-  return [...now].filter(([port, leftMs]) => first.has(port) && leftMs >= (FLOW_TIMEOUT_S - 1) * 1000).length;
+  const now = await flowTables(n);
+  const viaNft = [...now.nft].filter(([port, fresh]) => first.nft.has(port) && fresh);
+  const viaFast = [...now.fast].filter(([port, seen]) => seen > (first.fast.get(port) ?? seen));
+  return viaNft.length + viaFast.length;
 }
 
 /**

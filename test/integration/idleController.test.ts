@@ -138,6 +138,10 @@ function ownMonitors(): number[] {
 beforeAll(async () => {
   lab = await NetnsLab.create("idle");
   lbPod = await lab.namespace("lb", { forwarding: true });
+  // Its uplink as a CNI makes it: the DSR fast path attaches there (and is idle too).
+  const node = await lab.namespace("node");
+  await lab.link(lbPod, node, { a: "10.244.2.2/24", b: "10.244.2.1/24", names: { a: "eth0", b: "veth-lb" } });
+  await lbPod.defaultRoute("10.244.2.1");
   calls = join(lab.dir, "calls");
   failFlag = join(lab.dir, "monitors-fail");
   writeFileSync(calls, "");
@@ -178,8 +182,12 @@ describe("the LB controller at rest", () => {
 
   it("runs few processes while nothing changes", async () => {
     expect(await waitUntil(() => controller!.reconciler.verifiedVips().includes(VIP), 30_000)).toBe(true);
-    // Both monitors listening, and what their start asked for done.
+    // Both monitors listening, and what their start asked for done; the fast path carrying the service.
     expect(await waitUntil(() => ownMonitors().length === 2, 10_000)).toBe(true);
+    const fastPathUp = async () =>
+      (await controller!.metrics.registry.getSingleMetric("portable_lb_fast_path_up")?.get())?.values[0]
+        ?.value;
+    expect(await waitUntil(async () => (await fastPathUp()) === 1, 10_000)).toBe(true);
     await new Promise((r) => setTimeout(r, 2_000));
     applied = await routes();
     expect(applied).toMatch(/^plb-dsr /);
