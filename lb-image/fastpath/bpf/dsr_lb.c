@@ -17,6 +17,8 @@
 // Shared with the loader (maps.go) and the nftables engine (nftRuleset.ts, dsrTunnel.ts).
 #define FLOW_HASH_SEED 0x706c62
 #define FLOW_TIMEOUT_NS (300ULL * 1000000000ULL) // FLOW_TIMEOUT_S
+// How long a TCP flow's entry outlives the FIN or RST that ends it (see the flow ends below).
+#define FLOW_CLOSING_NS (10ULL * 1000000000ULL)
 #define FLOW_TABLE_SIZE 262144                   // per protocol in nft: both share one map here
 #define MAX_SERVICES 16384
 #define MAX_SLOTS (1 << 22)
@@ -77,7 +79,7 @@ struct flow_key {
 
 struct flow {
 	__be32 backend;
-	__u32 pad;
+	__u32 closing; // a FIN or RST passed: FLOW_CLOSING_NS from then on
 	__u64 seen_ns; // expired after FLOW_TIMEOUT_NS, as nft's element timeout
 };
 
@@ -180,11 +182,16 @@ static __always_inline __u32 maglev_slot(__be32 saddr, __be16 sport, __u32 size)
 	return (__u32)(((__u64)c * size) >> 32);
 }
 
+static __always_inline int flow_expired(const struct flow *f, __u64 now)
+{
+	return now - f->seen_ns > (f->closing ? FLOW_CLOSING_NS : FLOW_TIMEOUT_NS);
+}
+
 // The flow's entry, if it is live and its backend still has a tunnel here (else nft passes over it).
 static __always_inline struct flow *live_flow(struct flow_key *k, __u64 now)
 {
 	struct flow *f = bpf_map_lookup_elem(&flows, k);
-	if (!f || now - f->seen_ns > FLOW_TIMEOUT_NS)
+	if (!f || flow_expired(f, now))
 		return 0;
 	if (!bpf_map_lookup_elem(&backends, &f->backend))
 		return 0;
@@ -196,7 +203,7 @@ static __always_inline struct flow *live_flow(struct flow_key *k, __u64 now)
 static __always_inline void flow_update(struct flow_key *k, __be32 backend, __u64 now)
 {
 	struct flow *f = bpf_map_lookup_elem(&flows, k);
-	if (f && now - f->seen_ns <= FLOW_TIMEOUT_NS) {
+	if (f && !flow_expired(f, now)) {
 		f->seen_ns = now;
 		return;
 	}
@@ -258,12 +265,14 @@ int dsr_lb(struct __sk_buff *skb)
 			struct flow *f = live_flow(&fk, now);
 			if (!f && !bpf_map_lookup_elem(&flows, &fk))
 				return pass(STAT_UNKNOWN_FLOW);
-			if (f && (tcp->fin || tcp->rst)) {
-				backend = f->backend;
-				bpf_map_delete_elem(&flows, &fk);
-			} else if (f) {
+			if (f) {
 				backend = f->backend;
 				f->seen_ns = now;
+				// nft deletes the entry at a FIN or RST; here it stays a little while, so the
+				// connection's last ACKs still find it (unknown, they would take the kernel path).
+				// A SYN on the same ports deletes it as before.
+				if (tcp->fin || tcp->rst)
+					f->closing = 1;
 			}
 		}
 	} else {
