@@ -53,7 +53,9 @@ flags="-g -O2 -fno-strict-aliasing -fno-strict-overflow -fPIC"
 CFLAGS="$flags" LDFLAGS="$flags -Wl,-z,defs -Wl,--as-needed" ./configure --quiet \
   --prefix="$prefix" --sysconfdir=/etc/bird --localstatedir=/var --runstatedir=/run/bird \
   --enable-client --with-protocols=all >configure.log
-make --quiet -j"$(nproc)" >make.log 2>&1 || {
+# `prepare` first: BIRD 2.0.12's rule for obj/nest/proto-build.c does not wait for the object
+# folders (.dir-stamp), so a parallel make can fail on a missing folder (seen in a cold CI run).
+{ make --quiet prepare && make --quiet -j"$(nproc)"; } >make.log 2>&1 || {
   tail -n 20 make.log >&2
   exit 1
 }
