@@ -9,8 +9,7 @@
 //   client (10.30.0.2) ─ router ─ lb (10.31.0.2, VIPs routed here)
 //                          └──── node (10.32.0.2) ══ cni0 10.244.1.1/24 ══ pod-a .5, pod-b .6
 import { CoordinationV1Api, CoreV1Api, NetworkingV1Api, type KubeConfig } from "@kubernetes/client-node";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { pino } from "pino";
 import { Registry } from "prom-client";
@@ -33,7 +32,7 @@ import { statusWriter } from "../../lb-image/src/controller/statusWriter.ts";
 import { describeEvents } from "../harness/describeEvents.ts";
 import { createLbService } from "../harness/lbServices.ts";
 import { DsrBackendNode, KUBE_PROXY_LIKE } from "../harness/netns/dsrBackendNode.ts";
-import { buildDecapObject } from "../harness/netns/dsrDecapObject.ts";
+import { builtFastPath } from "../harness/fastPathBuild.ts";
 import * as netpol from "../harness/networkPolicies.ts";
 import { ruleCounters } from "../harness/netns/nftCounters.ts";
 import { getInside, startHttpEcho } from "../harness/netns/httpClient.ts";
@@ -60,7 +59,6 @@ let podB: LabNamespace;
 /** The node's side: its netns directory (the pods' namespaces and a stray file), its applier. */
 let backendNode: DsrBackendNode | undefined;
 /** The tc BPF decapsulation object, compiled for this run, and its folder. */
-let decapDir: string | undefined;
 let decapObject: string;
 const log = pino({ level: "warn" });
 
@@ -213,13 +211,11 @@ beforeAll(async () => {
   // must never be taken for a backend's.
   backendNode = await DsrBackendNode.create(node, [podA, podB, lb], ["cni0"]);
   writeFileSync(join(backendNode.netnsDir, "not-a-namespace"), "");
-  decapDir = mkdtempSync(join(tmpdir(), "plb-dsr-decap-"));
-  decapObject = buildDecapObject(decapDir);
+  decapObject = builtFastPath().decapObject;
 });
 
 afterAll(async () => {
   backendNode?.destroy();
-  if (decapDir) rmSync(decapDir, { recursive: true, force: true });
   await lab?.destroy();
 });
 
@@ -377,7 +373,7 @@ describe("DSR backend side in network namespaces", () => {
     const lines: string[] = [];
     const registry = new Registry();
     const agent = backendNode!.applier(registry, {
-      decapObject: join(decapDir!, "missing.o"),
+      decapObject: join(lab.dir, "missing.o"),
       log: pino({ level: "warn" }, { write: (line: string) => void lines.push(line) }),
     });
     for (let i = 0; i < 2; i++) expectClean(await agent.apply([svc(VIP, [POD_A])], NODE));

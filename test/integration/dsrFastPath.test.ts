@@ -8,7 +8,6 @@
 //
 //   client ── router ══ fabric ══ node ══ cni0 ══ p1, p2, p3   (backends, prepared by the node agent)
 //                              ╚═ lbnode ══ cni0 ══ lb          (NftEngine in DSR mode + fast path)
-import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { NetnsLab, waitUntil, type LabNamespace } from "@portable-lb/lab";
 import { FastPath } from "../../lb-image/src/dataplane/fastpath/fastPath.ts";
@@ -16,6 +15,7 @@ import { canonical, type VirtualService } from "../../lb-image/src/dataplane/mod
 import { maglevTable } from "../../lb-image/src/dataplane/nft/maglev.ts";
 import { NftEngine } from "../../lb-image/src/dataplane/nft/nftEngine.ts";
 import type { DsrApplier } from "../../lb-image/src/nodeAgent/dsr/dsrApplier.ts";
+import { builtFastPath, fastPathBuild } from "../harness/fastPathBuild.ts";
 import { DsrBackendNode } from "../harness/netns/dsrBackendNode.ts";
 import { httpHistogram, startHttpEcho } from "../harness/netns/httpClient.ts";
 import { repoRoot } from "../harness/repoRoot.ts";
@@ -27,8 +27,8 @@ const KEY = `tcp:${VIP}:${PORT}`;
 const PODS = { p1: "10.244.1.2", p2: "10.244.1.3", p3: "10.244.1.4" } as const;
 const LB = "10.244.2.2";
 const NODE = "node";
-/** The loader, as the bootstrap builds it (scripts/toolenv.sh). */
-const BINARY = join(process.env.PORTABLE_LB_FASTPATH ?? "", "bin/portable-lb-fastpath");
+/** The loader, as the bootstrap builds it. */
+const BINARY = fastPathBuild().loader;
 /** Client flows compared between the two paths, each with its own fixed source port. */
 const FLOWS = 200;
 
@@ -191,10 +191,7 @@ const answered = async (count: number) =>
   (await httpHistogram(client, `http://${VIP}:${PORT}/`, { count, by: "client" })).counts;
 
 beforeAll(async () => {
-  if (!existsSync(BINARY))
-    throw new Error(
-      `no fast path loader at ${BINARY}: scripts/bootstrap.sh builds it (PORTABLE_LB_FASTPATH)`,
-    );
+  builtFastPath();
   lab = await NetnsLab.create("dsrfp");
   client = await lab.namespace("client");
   // Each flow is made twice on the same source port: no TIME_WAIT may hold the port in between.

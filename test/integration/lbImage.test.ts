@@ -28,6 +28,7 @@ import { nodeAgentPodSpec } from "../../packages/core/src/loadBalancer/nodeAgent
 import { execCommand, NetnsLab, type LabNamespace } from "@portable-lb/lab";
 import { waitUntil } from "@portable-lb/lab";
 import { ApiBridge } from "../harness/netns/apiBridge.ts";
+import { LOADER_COMM } from "../harness/netns/fastPathFlows.ts";
 import { builtImage, type BuiltImage } from "../harness/oci/lbImageRootfs.ts";
 import { unpackOciArchive, type UnpackedImage } from "../harness/oci/ociArchive.ts";
 import { RuncContainer, type RuncContainerOptions } from "../harness/oci/runcContainer.ts";
@@ -281,7 +282,7 @@ describe("the LB image under runc, as the pod specs say", () => {
     const pids = await controller.pids();
     const nodePid = pids[0]!;
     // The DSR fast path's loader runs beside it, with the same two capabilities, its program attached.
-    const loaderPid = pids.find((p) => comm(p) === "portable-lb-fas");
+    const loaderPid = pids.find((p) => comm(p) === LOADER_COMM);
     expect(loaderPid).toBeDefined();
     expect(processStatus(loaderPid!)).toEqual({
       uid: "0",

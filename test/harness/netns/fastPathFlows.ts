@@ -6,7 +6,7 @@ import { execFileSync } from "node:child_process";
 import { readdirSync, readFileSync, statSync } from "node:fs";
 
 /** The loader's name as /proc/PID/comm shows it (15 characters). */
-const LOADER_COMM = "portable-lb-fastpath".slice(0, 15);
+export const LOADER_COMM = "portable-lb-fastpath".slice(0, 15);
 /** BPF_MAP_TYPE_LRU_HASH with flow_key (16 bytes) → flow (16 bytes): the flow table. */
 const FLOWS = { map_type: "9", key_size: "16", value_size: "16" };
 

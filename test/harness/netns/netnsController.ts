@@ -3,9 +3,9 @@
 import type { KubeConfig } from "@kubernetes/client-node";
 import type { LbConfig } from "@portable-lb/core/config";
 import type { LabNamespace } from "@portable-lb/lab";
-import { join } from "node:path";
 import { pino } from "pino";
 import { startController, type RunningController } from "../../../lb-image/src/controller/controller.ts";
+import { fastPathBuild } from "../fastPathBuild.ts";
 
 export function startNetnsController(o: {
   config: LbConfig;
@@ -27,7 +27,7 @@ export function startNetnsController(o: {
     identity: o.identity ?? "lb-1",
     commandPrefix: o.commandPrefix ?? ["ip", "netns", "exec", o.pod.netns],
     // The bootstrap's build of the DSR fast path (the image's), run through the same prefix.
-    fastPathBinary: join(process.env.PORTABLE_LB_FASTPATH ?? "", "bin", "portable-lb-fastpath"),
+    fastPathBinary: fastPathBuild().loader,
     ...(o.routesWatchedMs !== undefined && { routesWatchedMs: o.routesWatchedMs }),
     httpPort: 0,
     httpHost: "127.0.0.1",
