@@ -5,7 +5,8 @@
 #
 #   lb-image/fastpath/build.sh OUT
 #
-# OUT/bin/portable-lb-fastpath  the LB pod's loader (Go, static), dsr_lb.o embedded
+# OUT/bin/portable-lb-fastpath  the loader (Go, static): the LB pods' dsr_lb.o, and with `node` the LB
+#                               nodes' dsr_node.o (run by the node agent), both embedded
 # OUT/lib/dsr_decap.o           the backend pods' decapsulation, attached by the node agent with tc
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -20,6 +21,7 @@ bpf() { # SOURCE OUTPUT: BTF included (cilium/ebpf and tc's libbpf read the maps
   "$clang" -O2 -g -Wall -Werror -target bpf -I/usr/include/x86_64-linux-gnu -c "$1" -o "$2"
 }
 bpf "$here/bpf/dsr_lb.c" "$work/dsr_lb.o"
+bpf "$here/bpf/dsr_node.c" "$work/dsr_node.o"
 bpf "$here/bpf/dsr_decap.c" "$out/lib/dsr_decap.o"
 # The loader's Go tests (request checks, map diffs) run in every build, which the cache key ties to
 # this folder's contents: a change cannot reach the image untested.

@@ -1,6 +1,7 @@
 // portable-lb-fastpath loads the LB pod's DSR fast path (README.md) onto a device's tcx ingress and
 // keeps its maps as the controller asks, over line-based JSON on stdin and stdout, until stdin
 // closes. Run in the pod's network namespace with CAP_NET_ADMIN and CAP_BPF.
+// `portable-lb-fastpath node` does the same for the LB node's share (node.go), for the node agent.
 package main
 
 import (
@@ -33,6 +34,10 @@ type loader struct {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "node" {
+		runNode()
+		return
+	}
 	device := flag.String("device", "eth0", "the uplink device whose ingress carries the VIPs' traffic")
 	flag.Parse()
 	out := json.NewEncoder(os.Stdout)
@@ -41,12 +46,7 @@ func main() {
 		_ = out.Encode(event{Event: "error", Error: err.Error()})
 		os.Exit(1)
 	}
-	info, err := l.prog.prog.Info()
-	id := ebpf.ProgramID(0)
-	if err == nil {
-		id, _ = info.ID()
-	}
-	_ = out.Encode(event{Event: "ready", Program: uint32(id)})
+	_ = out.Encode(event{Event: "ready", Program: programID(l.prog.prog)})
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(make([]byte, 64<<10), maxLine)
 	for in.Scan() {

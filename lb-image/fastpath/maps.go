@@ -72,10 +72,12 @@ type config struct {
 	MTU     uint32
 	PortMin uint32
 	PortMax uint32
+	Veth    uint32 // 1: the device is a veth, whose peer the program may hand packets to
 }
 
 // deviceConfig reads what the program needs of the device: its first IPv4 address (the outer
-// source), its MTU, and the namespace's local port range (the VXLAN device's source ports).
+// source), its MTU, whether it is a veth, and the namespace's local port range (the VXLAN device's
+// source ports).
 func deviceConfig(name string) (config, error) {
 	dev, err := net.InterfaceByName(name)
 	if err != nil {
@@ -94,6 +96,13 @@ func deviceConfig(name string) (config, error) {
 	}
 	if c.Addr == (ipv4{}) {
 		return config{}, fmt.Errorf("%s has no IPv4 address", name)
+	}
+	kind, err := linkKind(dev.Index)
+	if err != nil {
+		return config{}, err
+	}
+	if kind == "veth" {
+		c.Veth = 1
 	}
 	text, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
 	if err != nil {
@@ -116,14 +125,23 @@ type program struct {
 	serviceFlows *ebpf.Map
 }
 
-func loadProgram(object []byte) (*program, *ebpf.Collection, error) {
+// loadCollection loads an embedded object (named in errors) into the kernel.
+func loadCollection(object []byte, name string) (*ebpf.Collection, error) {
 	spec, err := ebpf.LoadCollectionSpecFromReader(bytes.NewReader(object))
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading dsr_lb.o: %w", err)
+		return nil, fmt.Errorf("reading %s: %w", name, err)
 	}
 	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
-		return nil, nil, fmt.Errorf("loading dsr_lb.o: %w", err)
+		return nil, fmt.Errorf("loading %s: %w", name, err)
+	}
+	return coll, nil
+}
+
+func loadProgram(object []byte) (*program, *ebpf.Collection, error) {
+	coll, err := loadCollection(object, "dsr_lb.o")
+	if err != nil {
+		return nil, nil, err
 	}
 	p := &program{
 		prog:         coll.Programs["dsr_lb"],
@@ -151,10 +169,15 @@ func readAll[K comparable, V any](m *ebpf.Map) (map[K]V, error) {
 
 // counters sums the per-CPU stats by name.
 func (p *program) counters() (map[string]uint64, error) {
+	return perCPUCounters(p.stats, statNames)
+}
+
+// perCPUCounters sums a per-CPU array of counters, index i named names[i].
+func perCPUCounters(m *ebpf.Map, names []string) (map[string]uint64, error) {
 	out := map[string]uint64{}
-	for i, name := range statNames {
+	for i, name := range names {
 		var perCPU []uint64
-		if err := p.stats.Lookup(uint32(i), &perCPU); err != nil {
+		if err := m.Lookup(uint32(i), &perCPU); err != nil {
 			return nil, fmt.Errorf("stats[%s]: %w", name, err)
 		}
 		for _, n := range perCPU {

@@ -5,8 +5,11 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/cilium/ebpf"
 )
 
 // state is what the maps hold (config aside, which the device dictates).
@@ -90,6 +93,26 @@ func diffMap[K comparable, V comparable](want, have map[K]V) mapDiff[K, V] {
 	return d
 }
 
+// puts writes what is missing or different into m (named in errors).
+func (d mapDiff[K, V]) puts(m *ebpf.Map, name string) error {
+	for k, v := range d.put {
+		if err := m.Put(k, v); err != nil {
+			return fmt.Errorf("%s[%v]: %w", name, k, err)
+		}
+	}
+	return nil
+}
+
+// deletes removes from m what is not wanted (already gone is fine).
+func (d mapDiff[K, V]) deletes(m *ebpf.Map, name string) error {
+	for _, k := range d.del {
+		if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("deleting %s[%v]: %w", name, k, err)
+		}
+	}
+	return nil
+}
+
 func (d mapDiff[K, V]) size() int { return len(d.put) + len(d.del) }
 
 // describe tells a difference for an operator: counts, and an example key of each kind.
@@ -131,34 +154,21 @@ func (d stateDiff) describe() []string {
 // written before its last slots go. (A changing table is briefly a mix of old and new slots: each
 // holds a backend with a tunnel, so a new flow meanwhile reaches a valid one.)
 func (d stateDiff) apply(p *program) error {
-	for k, v := range d.backends.put {
-		if err := p.backends.Put(k, v); err != nil {
-			return fmt.Errorf("backends[%v]: %w", k, err)
-		}
-	}
-	for k, v := range d.slots.put {
-		if err := p.slots.Put(k, v); err != nil {
-			return fmt.Errorf("slots[%v]: %w", k, err)
-		}
-	}
-	for k, v := range d.services.put {
-		if err := p.services.Put(k, v); err != nil {
-			return fmt.Errorf("services[%v]: %w", k, err)
-		}
-	}
-	for _, k := range d.services.del {
-		if err := p.services.Delete(k); err != nil {
-			return fmt.Errorf("deleting services[%v]: %w", k, err)
-		}
-	}
-	for _, k := range d.slots.del {
-		if err := p.slots.Delete(k); err != nil {
-			return fmt.Errorf("deleting slots[%v]: %w", k, err)
-		}
-	}
-	for _, k := range d.backends.del {
-		if err := p.backends.Delete(k); err != nil {
-			return fmt.Errorf("deleting backends[%v]: %w", k, err)
+	return inOrder(
+		func() error { return d.backends.puts(p.backends, "backends") },
+		func() error { return d.slots.puts(p.slots, "slots") },
+		func() error { return d.services.puts(p.services, "services") },
+		func() error { return d.services.deletes(p.services, "services") },
+		func() error { return d.slots.deletes(p.slots, "slots") },
+		func() error { return d.backends.deletes(p.backends, "backends") },
+	)
+}
+
+// inOrder runs steps until one fails.
+func inOrder(steps ...func() error) error {
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return err
 		}
 	}
 	return nil

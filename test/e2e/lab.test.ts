@@ -245,6 +245,24 @@ describe("the lab: npm run lab's stack, end to end", () => {
     expect(filters).toHaveLength(3);
     for (const { pod, out } of filters)
       expect({ pod, decap: /dsr_decap/.test(out) }).toEqual({ pod, decap: true });
+    // And each LB node's agent runs the node's programs, which carried those requests from the
+    // uplink into the LB pod and its tunnel packets back out.
+    for (const node of plan.nodes.filter((n) => n.role === "lb")) {
+      const url = `http://${node.ip}:9152/metrics`;
+      const r = await execCommand("ip", ["netns", "exec", node.netns, "curl", "-sf", "--max-time", "5", url]);
+      const metric = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, "m").exec(r.stdout)?.[1]);
+      const packets = (result: string) =>
+        metric(`portable_lb_node_fast_path_packets_total\\{result="${result}"\\}`);
+      expect({ node: node.name, up: metric("portable_lb_node_fast_path_up") }).toEqual({
+        node: node.name,
+        up: 1,
+      });
+      expect({ node: node.name, toPod: packets("to_pod") > 0, fromPod: packets("from_pod") > 0 }).toEqual({
+        node: node.name,
+        toPod: true,
+        fromPod: true,
+      });
+    }
   }, 60_000);
 
   it(

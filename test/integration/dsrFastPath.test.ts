@@ -4,13 +4,19 @@
 // the hash are nft's, bit for bit), the backends see the client's address, keep-alive connections
 // keep their backend when one is added (also those the kernel path began before the fast path
 // started), `check` repairs a deleted map entry and a detached program, and when the loader's
-// stdin closes its program goes and the kernel path carries on.
+// stdin closes its program goes and the kernel path carries on. The LB pod hands its tunnel packets
+// straight to its veth's node side (bpf_redirect_peer). The LB node's programs (`portable-lb-fastpath
+// node`, with the node agent's capabilities) carry the VIP's packets from the node's uplink into
+// the LB pod and the tunnel packets back out, none of them through the node's forwarding (its
+// netfilter counts none), follow the node's routes, leave a pod they cannot attach to to the
+// kernel, repair what someone detached, and go when their loader does.
 //
 //   client ── router ══ fabric ══ node ══ cni0 ══ p1, p2, p3   (backends, prepared by the node agent)
 //                              ╚═ lbnode ══ cni0 ══ lb          (NftEngine in DSR mode + fast path)
 import { join } from "node:path";
 import { NetnsLab, waitUntil, type LabNamespace } from "@portable-lb/lab";
 import { FastPath } from "../../lb-image/src/dataplane/fastpath/fastPath.ts";
+import { NodeFastPath } from "../../lb-image/src/dataplane/fastpath/nodeFastPath.ts";
 import { canonical, type VirtualService } from "../../lb-image/src/dataplane/model.ts";
 import { maglevTable } from "../../lb-image/src/dataplane/nft/maglev.ts";
 import { NftEngine } from "../../lb-image/src/dataplane/nft/nftEngine.ts";
@@ -35,6 +41,7 @@ const FLOWS = 200;
 let lab: NetnsLab;
 let client: LabNamespace;
 let lb: LabNamespace;
+let lbNode: LabNamespace;
 let engine: NftEngine;
 let backendNode: DsrBackendNode | undefined;
 let agent: DsrApplier;
@@ -187,6 +194,41 @@ async function bpftool<T>(...args: string[]): Promise<T> {
   return JSON.parse(await lb.run("bpftool", ["-j", ...args])) as T;
 }
 
+/** The node agent's loader, with the capabilities the agent's container has (DSR: + SYS_ADMIN). */
+function startNodeFastPath(): Promise<NodeFastPath> {
+  return NodeFastPath.start({
+    binary: BINARY,
+    prefix: [
+      ...["ip", "netns", "exec", lbNode.netns, "setpriv"],
+      ...["--bounding-set=-all,+net_admin,+sys_admin", "--inh-caps=-all"],
+    ],
+  });
+}
+
+/** The LB pod's veth, node side (what the agent learns from the pod's namespace). */
+async function lbVeth(): Promise<number> {
+  const [eth0] = JSON.parse(await lb.run("ip", ["-j", "-4", "addr", "show", "dev", "eth0"])) as {
+    link_index: number;
+  }[];
+  return eth0!.link_index;
+}
+
+/** Packets the LB node forwarded to the VIP through its IP stack (an nft counter in its forward hook). */
+async function nodeForwarded(): Promise<number> {
+  const out = JSON.parse(await lbNode.run("nft", ["-j", "list", "counter", "inet", "plbtest", "vip"])) as {
+    nftables: { counter?: { packets: number } }[];
+  };
+  return out.nftables.find((o) => o.counter)!.counter!.packets;
+}
+
+/** The LB pod's eth0 transmit count: the tunnel packets it hands its veth's peer are not among them. */
+async function lbTransmitted(): Promise<number> {
+  const [eth0] = JSON.parse(await lb.run("ip", ["-j", "-s", "link", "show", "dev", "eth0"])) as {
+    stats64: { tx: { packets: number } };
+  }[];
+  return eth0!.stats64.tx.packets;
+}
+
 const answered = async (count: number) =>
   (await httpHistogram(client, `http://${VIP}:${PORT}/`, { count, by: "client" })).counts;
 
@@ -218,7 +260,7 @@ beforeAll(async () => {
   }
   backendNode = await DsrBackendNode.create(node, pods, ["cni0", "eth0"]);
   agent = backendNode.applier();
-  const lbNode = await lab.namespace("lbnode", { forwarding: true });
+  lbNode = await lab.namespace("lbnode", { forwarding: true });
   await lab.attach(fabric, lbNode, "10.9.0.21/24", "eth0");
   await lbNode.defaultRoute("10.9.0.1");
   await lbNode.route("10.244.1.0/24", "10.9.0.20");
@@ -237,7 +279,10 @@ beforeAll(async () => {
   expect(await waitUntil(udpUp, 10_000)).toBe(true);
 }, 60_000);
 
+let nodeFastPath: NodeFastPath | undefined;
+
 afterAll(async () => {
+  await nodeFastPath?.close();
   await fastPath?.close();
   backendNode?.destroy();
   await lab?.destroy();
@@ -348,6 +393,93 @@ describe("DSR fast path over the nftables path", () => {
     expect(keptBackends(load.lastLines(1), 30)).toEqual(new Set(["p1", "p2"]));
     expect((await fastPath.stats()).passed.unknown_flow).toBeGreaterThan(30);
   }, 40_000);
+
+  it("hands the tunnel packets to the LB pod's veth peer, not through its transmit", async () => {
+    expect(await answered(5)).toEqual({ "10.0.0.2": 5 }); // the gateway's neighbour known
+    const before = { stats: await fastPath!.stats(), tx: await lbTransmitted() };
+    expect(await answered(40)).toEqual({ "10.0.0.2": 40 });
+    const forwarded = (await fastPath!.stats()).forwarded - before.stats.forwarded;
+    expect(forwarded).toBeGreaterThanOrEqual(40 * 3);
+    // The forwarded packets did not go through eth0's transmit (what the kernel path sent, and an
+    // ARP, may).
+    expect((await lbTransmitted()) - before.tx).toBeLessThan(forwarded / 10);
+  });
+
+  it("on the LB node, carries the VIP's packets between uplink and LB pod past the node's stack", async () => {
+    await lbNode.run("nft", ["-f", "-"], {
+      input: `table inet plbtest {
+        counter vip {}
+        chain forward { type filter hook forward priority 0; ip daddr ${VIP} counter name vip; ip protocol udp udp dport 4789 counter name vip; }
+      }`,
+    });
+    const veth = await lbVeth();
+    nodeFastPath = await startNodeFastPath();
+    expect(nodeFastPath.programId).toBeGreaterThan(0);
+    const synced = await nodeFastPath.sync(["eth0"], [`${VIP}/32`], [{ ip: LB, ifindex: veth }]);
+    expect(synced.skipped).toEqual([]);
+    expect(synced.changes).toBeGreaterThanOrEqual(4); // 3 map entries, 2 programs attached
+    const before = {
+      node: await nodeFastPath.stats(),
+      lb: await fastPath!.stats(),
+      nft: await nodeForwarded(),
+    };
+    expect(await answered(40)).toEqual({ "10.0.0.2": 40 });
+    const node = await nodeFastPath.stats();
+    const lbForwarded = (await fastPath!.stats()).forwarded - before.lb.forwarded;
+    expect(node.to_pod! - before.node.to_pod!).toBeGreaterThanOrEqual(40 * 3);
+    // Every packet the pod's fast path tunnelled left the node by the node's program (and those its
+    // kernel path tunnelled too: the same VXLAN).
+    expect(node.from_pod! - before.node.from_pod!).toBeGreaterThanOrEqual(lbForwarded);
+    expect(await nodeForwarded()).toBe(before.nft);
+  });
+
+  it("on the LB node, follows the node's routes, and leaves a pod it cannot attach to to the kernel", async () => {
+    const fp = nodeFastPath!;
+    // The VIP routed elsewhere: the node's program leaves its packets alone.
+    await lbNode.run("ip", ["route", "replace", `${VIP}/32`, "via", "10.244.2.9"]);
+    await lbNode.run("ip", ["neigh", "replace", "10.244.2.9", "lladdr", "02:00:00:00:00:09", "dev", "cni0"]);
+    const before = await fp.stats();
+    await client.exec("curl", ["-s", "--max-time", "1", `http://${VIP}:${PORT}/`]);
+    expect((await fp.stats()).to_pod).toBe(before.to_pod);
+    await lbNode.run("ip", ["route", "replace", `${VIP}/32`, "via", LB]);
+    // A pod whose veth is gone: skipped, its entry left out, and the LB pod still served by the program.
+    const synced = await fp.sync(
+      ["eth0"],
+      [`${VIP}/32`],
+      [
+        { ip: LB, ifindex: await lbVeth() },
+        { ip: "10.244.2.7", ifindex: 999 },
+      ],
+    );
+    expect(synced.skipped.join("\n")).toMatch(/^pod 10\.244\.2\.7: /);
+    const nft = await nodeForwarded();
+    expect(await answered(10)).toEqual({ "10.0.0.2": 10 });
+    expect(await nodeForwarded()).toBe(nft);
+  });
+
+  it("on the LB node, repairs a detached program on check, and goes with its loader", async () => {
+    const fp = nodeFastPath!;
+    expect((await fp.check()).drift).toEqual([]);
+    const links = await bpftool<{ id: number; prog_id: number }[]>("link", "show");
+    const toPod = links.find((l) => l.prog_id === fp.programId)!;
+    await lb.run("bpftool", ["link", "detach", "id", String(toPod.id)]);
+    const nft = await nodeForwarded();
+    expect(await answered(10)).toEqual({ "10.0.0.2": 10 });
+    expect(await nodeForwarded()).toBeGreaterThan(nft); // the node's stack carried them
+    expect((await fp.check()).drift.join("\n")).toMatch(
+      /to_lb_pod not attached to ifindex \d+'s tcx ingress/,
+    );
+    const repaired = await nodeForwarded();
+    expect(await answered(10)).toEqual({ "10.0.0.2": 10 });
+    expect(await nodeForwarded()).toBe(repaired);
+
+    await fp.close();
+    nodeFastPath = undefined;
+    const gone = await nodeForwarded();
+    expect(await answered(10)).toEqual({ "10.0.0.2": 10 });
+    expect(await nodeForwarded()).toBeGreaterThan(gone);
+    await lbNode.run("nft", ["delete", "table", "inet", "plbtest"]);
+  });
 
   it("says why when it cannot start", async () => {
     await expect(

@@ -49,6 +49,7 @@ struct config {
 	__u32 mtu;
 	__u32 port_min; // ip_local_port_range, as the VXLAN device picks source ports
 	__u32 port_max;
+	__u32 veth; // the device is a veth: its peer may take packets straight (bpf_redirect_peer)
 };
 
 struct service_key {
@@ -382,6 +383,15 @@ int dsr_lb(struct __sk_buff *skb)
 	inner->h_proto = bpf_htons(ETH_P_IP);
 
 	pass(STAT_FORWARDED);
+	// With the neighbour known and a veth to hand it to, the packet goes straight into the node's
+	// side of the veth (its ingress, as if the pod had sent it, without the transmit and the
+	// node's backlog queue); else bpf_redirect_neigh resolves the neighbour.
+	if (rc == BPF_FIB_LKUP_RET_SUCCESS && cfg->veth) {
+		struct ethhdr *eth = data;
+		__builtin_memcpy(eth->h_dest, fib.dmac, ETH_ALEN);
+		__builtin_memcpy(eth->h_source, fib.smac, ETH_ALEN);
+		return bpf_redirect_peer(skb->ifindex, 0);
+	}
 	return bpf_redirect_neigh(skb->ifindex, 0, 0, 0);
 }
 

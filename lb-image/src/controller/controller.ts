@@ -1,7 +1,7 @@
 // Wires the controller together: config, API clients, allocator election, watches, reconciler,
 // engine, HTTP endpoints. Used by main.ts in the pod and by tests in-process.
 import { CoordinationV1Api, CoreV1Api, type KubeConfig } from "@kubernetes/client-node";
-import { LB_STOP_TIMEOUTS, usesFastPath, type LbConfig } from "@portable-lb/core/config";
+import { FAST_PATH_LOADER, LB_STOP_TIMEOUTS, usesFastPath, type LbConfig } from "@portable-lb/core/config";
 import { readFileSync } from "node:fs";
 import type { Server } from "node:http";
 import type { Logger } from "pino";
@@ -122,7 +122,7 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
       ? new FastPathEngine(choice.engine, {
           start: async () =>
             FastPath.start({
-              binary: o.fastPathBinary ?? "portable-lb-fastpath",
+              binary: o.fastPathBinary ?? FAST_PATH_LOADER,
               device: await uplinkDevice(prefix),
               prefix,
             }),

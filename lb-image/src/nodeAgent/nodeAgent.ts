@@ -29,7 +29,10 @@ import { unreachableBackendEvents } from "./dsr/unreachableBackendEvents.ts";
 import { desiredRoutes, lbPodState, lbPodVerdict, routedVia, type NodeRoute } from "./desiredRoutes.ts";
 import { applySteering } from "./bfdSteering.ts";
 import { applyMetadataAccess, desiredMetadataAccess } from "./metadataAccess.ts";
+import { LbNodeFastPath } from "./lbNodeFastPath.ts";
 import { nodeForwards } from "./nodeForwarding.ts";
+import { NodeFastPath } from "../dataplane/fastpath/nodeFastPath.ts";
+import { uplinkDevice } from "../dataplane/fastpath/uplinkDevice.ts";
 import { NodeRoutes } from "./nodeRoutes.ts";
 
 const LB_POD_SELECTOR = `app=${LB_APP_LABEL}`;
@@ -63,6 +66,11 @@ export interface NodeAgentDsr {
   resyncMs?: number;
   /** The backend pods' tc BPF decapsulation object (DsrApplierOptions.decapObject); without it, none. */
   decapObject?: string;
+  /**
+   * The fast path's loader (`portable-lb-fastpath`), run as `node` on a node with LB pods
+   * (lbNodeFastPath.ts); without it, none.
+   */
+  fastPathBinary?: string;
 }
 
 // Reading back every DSR pod's state costs two commands per pod: less often than the routes.
@@ -151,8 +159,21 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<RunningNodeAg
     labelSelector: LB_POD_SELECTOR,
     fieldSelector,
   });
-  const dsrRunner = o.dsr && startDsr(o, o.dsr, informers, registry);
+  const dsr = o.dsr && startDsr(o, o.dsr, informers, registry);
+  const dsrRunner = dsr?.runner;
   const pools = o.config.vipPools.map((p) => p.cidr);
+  const binary = o.dsr?.fastPathBinary;
+  const nodeFast =
+    dsr && binary !== undefined
+      ? new LbNodeFastPath({
+          start: () => NodeFastPath.start({ binary, ...(o.commandPrefix && { prefix: o.commandPrefix }) }),
+          peerIfindex: (podIp) => dsr.applier.peerIfindex(podIp),
+          uplink: () => uplinkDevice(o.commandPrefix),
+          pools,
+          log: o.log,
+          registry,
+        })
+      : undefined;
   const reflectors = o.config.routingMode === "bgp" ? (o.config.bgp?.routeReflectors ?? []) : [];
   const nft = withPrefix(o.commandPrefix ?? [], "nft");
   let applied = false;
@@ -179,6 +200,7 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<RunningNodeAg
       const want = desiredRoutes(o.nodeName, pods.list().map(lbPodState), pools, routedVia(current));
       const changes = await routes.apply(want, current);
       routed = want;
+      nodeFast?.update(want.flatMap((r) => r.via));
       // The reflectors' BFD packets follow the pools: to the pod they are routed to (bfdSteering.ts).
       const steering = { reflectors, podIp: want[0]?.via[0] };
       if (await applySteering(nft, steering)) o.log.info(steering, "reflectors' BFD steered");
@@ -246,7 +268,11 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<RunningNodeAg
     Math.min(resyncMs, UNMONITORED_RESYNC_MS),
   );
   const dsrResync =
-    dsrRunner && setInterval(() => dsrRunner.trigger(), o.dsr?.resyncMs ?? DEFAULT_DSR_RESYNC_MS);
+    dsrRunner &&
+    setInterval(() => {
+      dsrRunner.trigger();
+      nodeFast?.check();
+    }, o.dsr?.resyncMs ?? DEFAULT_DSR_RESYNC_MS);
   return {
     routes,
     registry,
@@ -259,6 +285,7 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<RunningNodeAg
       clearInterval(dsrResync);
       runner.stop();
       dsrRunner?.stop();
+      await nodeFast?.stop();
       await informers.stop();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
@@ -275,7 +302,7 @@ function startDsr(
   dsr: NodeAgentDsr,
   informers: ResilientInformers,
   registry: Registry,
-): CoalescingRunner {
+): { runner: CoalescingRunner; applier: DsrApplier } {
   const lb = lbPeers(o.config, o.namespace);
   const cluster = serviceInformers(informers, o.kubeconfig, lb);
   // Backends DSR cannot reach on the host network are told on their Services.
@@ -292,7 +319,7 @@ function startDsr(
     registry,
   });
   const coordination = o.kubeconfig.makeApiClient(CoordinationV1Api);
-  return new CoalescingRunner(
+  const runner = new CoalescingRunner(
     async () => {
       // The LB pods and the other agents learn first whether this kernel has ipip: without it, their
       // ports with backends here are served by SNAT (desiredState), not sent into a tunnel it drops.
@@ -328,4 +355,5 @@ function startDsr(
     },
     { onError: (err) => o.log.error({ err }, "DSR state update failed; retrying") },
   );
+  return { runner, applier };
 }

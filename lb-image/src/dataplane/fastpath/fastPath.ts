@@ -1,10 +1,7 @@
-// The controller's handle on the DSR fast path (lb-image/fastpath/README.md): the loader runs as a
-// child process, says "ready" once its program is attached, and answers one JSON line per request.
-// The program detaches when the loader exits; the nftables path underneath carries on alone.
-import { spawn, type ChildProcessWithoutNullStreams } from "node:child_process";
-import { createInterface } from "node:readline";
+// The LB pod's fast path (lb-image/fastpath/README.md): the loader attaches dsr_lb.o to the pod's
+// uplink and keeps its services and backends as the controller syncs them.
 import { z } from "zod";
-import { withPrefix } from "../exec.ts";
+import { LoaderProcess, syncSchema, type LoaderOptions } from "./loaderProcess.ts";
 
 export interface FastPathService {
   vip: string;
@@ -22,13 +19,6 @@ export interface FastPathStats {
   flows: Record<string, number>;
 }
 
-const eventSchema = z.union([
-  z.object({ event: z.literal("ready"), program: z.number() }),
-  z.object({ event: z.literal("error"), error: z.string() }),
-]);
-const failureSchema = z.object({ ok: z.literal(false), error: z.string() });
-const syncSchema = z.object({ ok: z.literal(true), changes: z.number() });
-const checkSchema = z.object({ ok: z.literal(true), drift: z.array(z.string()) });
 const statsSchema = z.object({
   ok: z.literal(true),
   forwarded: z.number(),
@@ -36,84 +26,12 @@ const statsSchema = z.object({
   flows: z.record(z.string(), z.number()),
 });
 
-const DEFAULT_TIMEOUT_MS = 10_000;
-/** The loader's stderr kept for error messages. */
-const STDERR_TAIL = 4096;
-
-interface Pending {
-  resolve: (line: unknown) => void;
-  reject: (err: Error) => void;
-}
-
-export class FastPath {
-  private readonly child: ChildProcessWithoutNullStreams;
-  private readonly timeoutMs: number;
-  /** The request in flight: the loader answers in order, one at a time. */
-  private pending: Pending | undefined;
-  /** Requests wait here for the one before them. */
-  private queue: Promise<unknown> = Promise.resolve();
-  private exitError: Error | undefined;
-  private closing = false;
-  private readonly exitListeners: ((error: Error) => void)[] = [];
-  private stderr = "";
-  /** The attached program's id (as `bpftool prog show` lists it). */
-  programId = 0;
-
-  private constructor(child: ChildProcessWithoutNullStreams, timeoutMs: number) {
-    this.child = child;
-    this.timeoutMs = timeoutMs;
-  }
-
-  /** Starts the loader; resolves once its program is attached, rejects with the loader's error. */
-  static start(o: {
-    binary: string;
-    device: string;
-    prefix?: string[];
-    timeoutMs?: number;
-  }): Promise<FastPath> {
-    const [command, ...args] = withPrefix(o.prefix ?? [], o.binary);
-    const child = spawn(command, [...args, "--device", o.device], { stdio: ["pipe", "pipe", "pipe"] });
-    const fp = new FastPath(child, o.timeoutMs ?? DEFAULT_TIMEOUT_MS);
-    return new Promise((resolve, reject) => {
-      let ready = false;
-      const timer = setTimeout(() => {
-        child.kill();
-        reject(new Error(`fast path loader not ready after ${fp.timeoutMs} ms${fp.stderrTail()}`));
-      }, fp.timeoutMs);
-      child.stderr.setEncoding("utf8").on("data", (d: string) => {
-        fp.stderr = (fp.stderr + d).slice(-STDERR_TAIL);
-      });
-      child.stdin.on("error", () => undefined); // a dead loader: reported by "exit"
-      createInterface({ input: child.stdout, crlfDelay: Infinity }).on("line", (line) => {
-        const parsed = parseLine(line);
-        if (!ready) {
-          const ev = eventSchema.safeParse(parsed);
-          if (!ev.success) return;
-          clearTimeout(timer);
-          if (ev.data.event === "ready") {
-            ready = true;
-            fp.programId = ev.data.program;
-            resolve(fp);
-          } else reject(new Error(`fast path loader: ${ev.data.error}`));
-          return;
-        }
-        const p = fp.pending;
-        fp.pending = undefined;
-        p?.resolve(parsed);
-      });
-      child.on("error", (err) => {
-        clearTimeout(timer);
-        reject(new Error(`fast path loader ${o.binary}: ${err.message}`));
-      });
-      child.on("exit", (code, signal) => {
-        clearTimeout(timer);
-        const err = new Error(`fast path loader exited (${code ?? signal})${fp.stderrTail()}`);
-        fp.exitError = err;
-        fp.pending?.reject(err);
-        fp.pending = undefined;
-        if (!ready) reject(err);
-        else if (!fp.closing) for (const cb of fp.exitListeners) cb(err);
-      });
+export class FastPath extends LoaderProcess {
+  /** Starts the loader; resolves once its program is attached to `device`, rejects with its error. */
+  static start(o: LoaderOptions & { device: string }): Promise<FastPath> {
+    return LoaderProcess.launch((child, timeoutMs) => new FastPath(child, timeoutMs), {
+      ...o,
+      args: ["--device", o.device],
     });
   }
 
@@ -123,80 +41,8 @@ export class FastPath {
     return { changes: r.changes };
   }
 
-  /** Reads the program's maps and attachment back and repairs them; `drift` tells what was repaired. */
-  async check(): Promise<{ drift: string[] }> {
-    const r = await this.request({ op: "check" }, checkSchema);
-    return { drift: r.drift };
-  }
-
   async stats(): Promise<FastPathStats> {
     const r = await this.request({ op: "stats" }, statsSchema);
     return { forwarded: r.forwarded, passed: r.passed, flows: r.flows };
-  }
-
-  /** `cb` learns that the loader died other than by close(): the kernel path carries everything. */
-  onExit(cb: (error: Error) => void): void {
-    this.exitListeners.push(cb);
-  }
-
-  /** Closes the loader's stdin (it detaches and exits); kills it if it has not exited in time. */
-  async close(): Promise<void> {
-    this.closing = true;
-    if (this.exitError !== undefined) return;
-    const exited = new Promise<void>((resolve) => this.child.once("exit", () => resolve()));
-    this.child.stdin.end();
-    const timer = setTimeout(() => this.child.kill("SIGKILL"), this.timeoutMs);
-    await exited;
-    clearTimeout(timer);
-  }
-
-  private request<T>(body: object, schema: z.ZodType<T>): Promise<T> {
-    const next = this.queue.then(() => this.send(body, schema));
-    this.queue = next.catch(() => undefined);
-    return next;
-  }
-
-  private send<T>(body: object, schema: z.ZodType<T>): Promise<T> {
-    if (this.exitError !== undefined) return Promise.reject(this.exitError);
-    const op = (body as { op: string }).op;
-    return new Promise<T>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        // An answer that comes later would be taken for the next request's: the loader is stuck, so end it.
-        this.pending = undefined;
-        this.child.kill("SIGKILL");
-        reject(new Error(`fast path ${op}: no answer in ${this.timeoutMs} ms`));
-      }, this.timeoutMs);
-      this.pending = {
-        resolve: (line) => {
-          clearTimeout(timer);
-          const failure = failureSchema.safeParse(line);
-          if (failure.success) {
-            reject(new Error(`fast path ${op}: ${failure.data.error}`));
-            return;
-          }
-          const ok = schema.safeParse(line);
-          if (ok.success) resolve(ok.data);
-          else reject(new Error(`fast path ${op}: unexpected answer ${JSON.stringify(line)}`));
-        },
-        reject: (err) => {
-          clearTimeout(timer);
-          reject(err);
-        },
-      };
-      this.child.stdin.write(`${JSON.stringify(body)}\n`);
-    });
-  }
-
-  private stderrTail(): string {
-    const tail = this.stderr.trim();
-    return tail === "" ? "" : `: ${tail}`;
-  }
-}
-
-function parseLine(line: string): unknown {
-  try {
-    return JSON.parse(line) as unknown;
-  } catch {
-    return line;
   }
 }

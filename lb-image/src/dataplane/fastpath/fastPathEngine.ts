@@ -6,13 +6,15 @@
 // take the kernel path, which picks the same backends; that is reported (log, Event, metric) and the
 // loader is started again with a backoff.
 import type { Logger } from "pino";
-import { Counter, Gauge, type Registry } from "prom-client";
+import { Gauge, type Registry } from "prom-client";
 import { driftOf, type VerifyMode, type VerifyReport } from "../drift.ts";
 import type { DataPlaneEngine, Inspection } from "../engine.ts";
 import { serviceKey, type VirtualService, type VipCounter } from "../model.ts";
 import type { RouteWatch } from "../routeWatch.ts";
 import type { FastPath } from "./fastPath.ts";
 import { FastPathPlanner, plannedKeys, type FastPathPlan } from "./fastPathPlan.ts";
+import { LoaderSupervisor } from "./loaderSupervisor.ts";
+import { packetCounter } from "./packetCounter.ts";
 
 export interface FastPathEngineOptions {
   /** Starts the loader (FastPath.start with the binary and device); rejects with its reason. */
@@ -25,47 +27,50 @@ export interface FastPathEngineOptions {
   retryMs?: { first: number; max: number };
 }
 
-const RETRY_MS = { first: 2_000, max: 300_000 };
-
 export class FastPathEngine implements DataPlaneEngine {
   readonly name = "nftables" as const;
   readonly #engine: DataPlaneEngine;
   readonly #o: FastPathEngineOptions;
   readonly #planner = new FastPathPlanner();
   readonly #up: Gauge;
-  #fast: FastPath | undefined;
+  readonly #loader: LoaderSupervisor<FastPath>;
   /** The plan the engine last applied: what the fast path should carry. */
   #plan: FastPathPlan | undefined;
   /** The plan the loader last took (undefined: none since it started). */
   #synced: FastPathPlan | undefined;
-  #retry: NodeJS.Timeout | undefined;
-  #retryMs: number;
-  #stopped = false;
 
   constructor(engine: DataPlaneEngine, o: FastPathEngineOptions) {
     this.#engine = engine;
     this.#o = o;
-    this.#retryMs = (o.retryMs ?? RETRY_MS).first;
     this.#up = new Gauge({
       name: "portable_lb_fast_path_up",
       help: "1 while the DSR fast path's program carries this pod's DSR services (0: the kernel path does)",
       registers: [o.registry],
     });
-    const stats = () => this.#fast?.stats().catch(() => undefined);
-    new Counter({
+    packetCounter({
       name: "portable_lb_fast_path_packets_total",
       help: "Packets to the fast path's DSR services it forwarded, and those it left to the kernel path (by reason)",
-      labelNames: ["result"],
-      registers: [o.registry],
-      async collect() {
-        const now = await stats();
-        if (!now) return;
-        this.reset();
-        this.inc({ result: "forwarded" }, now.forwarded);
-        for (const [reason, n] of Object.entries(now.passed)) this.inc({ result: `passed:${reason}` }, n);
+      registry: o.registry,
+      read: async () => {
+        const now = await this.#loader.current?.stats().catch(() => undefined);
+        if (!now) return undefined;
+        const passed = Object.entries(now.passed).map(([reason, n]) => [`passed:${reason}`, n]);
+        return { forwarded: now.forwarded, ...Object.fromEntries(passed) } as Record<string, number>;
       },
     });
-    void this.#startLoader();
+    this.#loader = new LoaderSupervisor({
+      start: o.start,
+      started: async () => {
+        this.#synced = undefined;
+        if (this.#plan) await this.#sync(this.#plan);
+      },
+      what: "DSR fast path",
+      fallback: "the kernel path (nftables and VXLAN) carries the DSR services, choosing the same backends,",
+      log: o.log,
+      up: this.#up,
+      onProblem: o.onProblem,
+      ...(o.retryMs && { retryMs: o.retryMs }),
+    });
   }
 
   async apply(desired: VirtualService[]) {
@@ -116,7 +121,7 @@ export class FastPathEngine implements DataPlaneEngine {
    */
   async counters(): Promise<VipCounter[]> {
     const counters = await this.#engine.counters();
-    const fast = this.#fast;
+    const fast = this.#loader.current;
     if (!fast) return counters;
     let flows: Record<string, number>;
     try {
@@ -129,18 +134,13 @@ export class FastPathEngine implements DataPlaneEngine {
   }
 
   /** Stops the loader (its program detaches; the kernel path carries on) and its restarts. */
-  async stop(): Promise<void> {
-    this.#stopped = true;
-    clearTimeout(this.#retry);
-    const fast = this.#fast;
-    this.#fast = undefined;
-    this.#up.set(0);
-    await fast?.close();
+  stop(): Promise<void> {
+    return this.#loader.stop();
   }
 
   /** The periodic checks also check the fast path; an apply's own check does not (its sync did). */
   async #withCheck(mode: VerifyMode, report: VerifyReport): Promise<VerifyReport> {
-    const fast = this.#fast;
+    const fast = this.#loader.current;
     if (mode === "changed" || !fast || this.#synced !== this.#plan) return report;
     try {
       const { drift } = await fast.check();
@@ -152,13 +152,13 @@ export class FastPathEngine implements DataPlaneEngine {
         repaired: report.repaired + drift.length,
       };
     } catch (err) {
-      this.#lost(fast, `its check failed: ${String(err)}`);
+      this.#loader.lost(fast, `its check failed: ${String(err)}`);
       return report;
     }
   }
 
   async #sync(plan: FastPathPlan): Promise<void> {
-    const fast = this.#fast;
+    const fast = this.#loader.current;
     if (!fast) return;
     try {
       const { changes } = await fast.sync(plan.services, plan.backends);
@@ -166,49 +166,7 @@ export class FastPathEngine implements DataPlaneEngine {
       this.#up.set(1);
       if (changes > 0) this.#o.log.debug({ changes, services: plan.services.length }, "fast path synced");
     } catch (err) {
-      this.#lost(fast, `it could not take the services: ${String(err)}`);
+      this.#loader.lost(fast, `it could not take the services: ${String(err)}`);
     }
-  }
-
-  async #startLoader(): Promise<void> {
-    if (this.#stopped) return;
-    let fast: FastPath;
-    try {
-      fast = await this.#o.start();
-    } catch (err) {
-      this.#problem(`could not start: ${err instanceof Error ? err.message : String(err)}`);
-      return this.#later();
-    }
-    if (this.#stopped) return void fast.close();
-    this.#fast = fast;
-    this.#synced = undefined;
-    fast.onExit((err) => this.#lost(fast, `its loader exited: ${err.message}`));
-    this.#o.log.info("fast path started: DSR packets go by the tc program, the kernel path stays beneath");
-    this.#retryMs = (this.#o.retryMs ?? RETRY_MS).first;
-    if (this.#plan) await this.#sync(this.#plan);
-  }
-
-  #lost(fast: FastPath, why: string): void {
-    if (this.#fast !== fast) return;
-    this.#fast = undefined;
-    this.#synced = undefined;
-    this.#up.set(0);
-    void fast.close();
-    this.#problem(why);
-    if (!this.#stopped) this.#later();
-  }
-
-  #problem(why: string): void {
-    this.#up.set(0);
-    const message = `DSR fast path ${why}; the kernel path (nftables and VXLAN) carries the DSR services, choosing the same backends, until it is back (retried in ${Math.round(this.#retryMs / 1000)} s)`;
-    this.#o.log.warn(message);
-    this.#o.onProblem(message);
-  }
-
-  #later(): void {
-    clearTimeout(this.#retry);
-    this.#retry = setTimeout(() => void this.#startLoader(), this.#retryMs);
-    this.#retry.unref();
-    this.#retryMs = Math.min(this.#retryMs * 2, (this.#o.retryMs ?? RETRY_MS).max);
   }
 }

@@ -159,13 +159,18 @@ export class DsrApplier {
     return run([...withPrefix(this.prefix, "nsenter"), `--net=${path}`, "--", tool, ...args], input);
   }
 
+  /** The node-side ifindex of the veth of the local pod with this IP (lbNodeFastPath.ts). */
+  peerIfindex(podIp: string): Promise<number | undefined> {
+    return this.netns.peerIfindex(podIp);
+  }
+
   private ipIn(path: string, args: string[]): Promise<string> {
     return this.inPod(path, "ip", args);
   }
 
   /** Makes this node's DSR state follow `services`; never throws for one pod's failure. */
   async apply(services: VirtualService[], nodeName: string): Promise<DsrReport> {
-    const nodeAddresses = podAddresses(await this.node("ip", ["-j", "-4", "addr", "show"]));
+    const nodeAddresses = podAddresses(await this.node("ip", ["-j", "-4", "addr", "show"])).map((a) => a.ip);
     const plan = dsrPlan(services, nodeName, nodeAddresses);
     this.reportHostNetwork(plan.hostNetwork);
     if (this.o.decapObject && this.decapTag === undefined) await this.learnDecapTag(this.o.decapObject);

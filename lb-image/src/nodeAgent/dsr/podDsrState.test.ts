@@ -35,7 +35,9 @@ describe("pod DSR state", () => {
       { local: "10.1.1.10", label: LO_LABEL },
       { local: "10.1.1.20", label: "lo" },
     ]),
-    link("eth0", { mtu: 1450 }, [{ local: "10.244.1.5", prefixlen: 24, label: "eth0" }]),
+    link("eth0", { mtu: 1450, link_index: 12, link_netnsid: 0 }, [
+      { local: "10.244.1.5", prefixlen: 24, label: "eth0" },
+    ]),
     link(DSR_BACKEND_DEVICE, {
       mtu: 1400,
       address: "02:70:6C:62:00:01",
@@ -52,7 +54,8 @@ describe("pod DSR state", () => {
       otherLo: ["127.0.0.1", "10.1.1.20"],
       rpFilter: { all: 0, device: 0 },
     } satisfies PodDsrState);
-    expect(podAddresses(addr)).toEqual(["10.244.1.5"]);
+    // The pod's own address, with its veth's node-side end (the VXLAN device has none).
+    expect(podAddresses(addr)).toEqual([{ ip: "10.244.1.5", peerIfindex: 12 }]);
     // Another pod's address: not here. A VXLAN device of another kind: not the contract's.
     expect(parsePodState(addr, netconf("strict"), "10.244.1.6").podMtu).toBeUndefined();
     const other = JSON.stringify([link(DSR_BACKEND_DEVICE, vxlan({ external: false, id: 5, port: 4789 }))]);

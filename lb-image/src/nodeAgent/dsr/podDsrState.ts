@@ -58,6 +58,8 @@ const linkSchema = z
     address: z.string().optional(),
     flags: z.array(z.string()).default([]),
     ifalias: z.string().optional(),
+    // A veth's other end (its ifindex in the namespace link_netnsid names).
+    link_index: z.number().nullish(),
     linkinfo: z
       .object({
         info_kind: z.string().optional(),
@@ -87,12 +89,25 @@ const linksSchema = z.array(linkSchema);
 const netconfSchema = z.array(z.object({ interface: z.string(), rp_filter: z.string().optional() }).loose());
 const RP_FILTER: Record<string, number> = { off: 0, strict: 1, loose: 2 };
 
+export interface PodAddress {
+  ip: string;
+  /** The ifindex of the other end of the interface holding it (a pod's veth: its node side). */
+  peerIfindex?: number;
+}
+
 /** The IPv4 addresses of a namespace's non-loopback interfaces (`ip -j addr show`): a pod's own. */
-export function podAddresses(addrJson: string): string[] {
+export function podAddresses(addrJson: string): PodAddress[] {
   return linksSchema
     .parse(JSON.parse(addrJson || "[]"))
     .filter((l) => l.ifname !== "lo")
-    .flatMap((l) => l.addr_info.filter((a) => a.family === "inet").map((a) => a.local));
+    .flatMap((l) =>
+      l.addr_info
+        .filter((a) => a.family === "inet")
+        .map((a) => ({
+          ip: a.local,
+          ...(typeof l.link_index === "number" && { peerIfindex: l.link_index }),
+        })),
+    );
 }
 
 /** From `ip -j -d addr show` and `ip -4 -j netconf show` inside the pod's namespace. */

@@ -6,14 +6,14 @@
 // seen), dropping those that are gone.
 import { readdir } from "node:fs/promises";
 import { join } from "node:path";
-import { podAddresses } from "./podDsrState.ts";
+import { podAddresses, type PodAddress } from "./podDsrState.ts";
 
 /** Runs `ip ARGS` inside the namespace at a path (nsenter on a node; see DsrApplier). */
 export type IpIn = (netnsPath: string, args: string[]) => Promise<string>;
 
 export class PodNetns {
   /** netns file → the pod addresses in it ([] for a file that could not be entered). */
-  private readonly known = new Map<string, string[]>();
+  private readonly known = new Map<string, PodAddress[]>();
   private readonly dir: string;
   private readonly ipIn: IpIn;
 
@@ -25,6 +25,15 @@ export class PodNetns {
   /** The netns file holding `ip`, scanning new files on a miss; undefined when none does. */
   async find(ip: string): Promise<string | undefined> {
     return this.lookup(ip) ?? ((await this.scan()) ? this.lookup(ip) : undefined);
+  }
+
+  /**
+   * The node-side ifindex of the veth whose pod end holds `ip` (undefined: no such pod, or not on a
+   * veth), scanning new files on a miss.
+   */
+  async peerIfindex(ip: string): Promise<number | undefined> {
+    const path = await this.find(ip);
+    return path === undefined ? undefined : this.known.get(path)?.find((a) => a.ip === ip)?.peerIfindex;
   }
 
   /** Every namespace file seen (after a scan), e.g. to adopt what a previous run left. */
@@ -39,7 +48,7 @@ export class PodNetns {
   }
 
   private lookup(ip: string): string | undefined {
-    for (const [path, ips] of this.known) if (ips.includes(ip)) return path;
+    for (const [path, addresses] of this.known) if (addresses.some((a) => a.ip === ip)) return path;
     return undefined;
   }
 
@@ -55,9 +64,9 @@ export class PodNetns {
     for (const path of files) {
       if (this.known.get(path)?.length) continue;
       // A file that is not a namespace (or one being torn down) has no pod addresses.
-      const ips = await this.ipIn(path, ["-j", "-4", "addr", "show"]).then(podAddresses, () => []);
-      changed ||= ips.length > 0 || !this.known.has(path);
-      this.known.set(path, ips);
+      const addresses = await this.ipIn(path, ["-j", "-4", "addr", "show"]).then(podAddresses, () => []);
+      changed ||= addresses.length > 0 || !this.known.has(path);
+      this.known.set(path, addresses);
     }
     return changed;
   }

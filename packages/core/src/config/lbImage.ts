@@ -12,6 +12,9 @@ export const LB_COMMANDS = {
   nodeAgent: "portable-lb-node-agent",
 } as const;
 
+/** The DSR fast path's loader (lb-image/fastpath, Go): the controller's child, and with `node` the agent's. */
+export const FAST_PATH_LOADER = "portable-lb-fastpath";
+
 /**
  * The stop sequence's bounds: the preStop hook (`portable-lb-withdraw`) takes this long at most; it
  * waits `controllerS` for the controller's withdrawal (which takes well under a second when the
