@@ -114,9 +114,12 @@ func deviceConfig(name string) (config, error) {
 	return c, nil
 }
 
-// program is the loaded collection: the program and its maps by name.
+// program is the loaded collection: the program and its maps by name. Every map is held, the flow
+// table too though the loader never reads it: an unreferenced map's descriptor would be closed by
+// the garbage collector, and with it the way to find the table from outside (the loader's fds).
 type program struct {
 	prog         *ebpf.Program
+	flows        *ebpf.Map
 	config       *ebpf.Map
 	services     *ebpf.Map
 	slots        *ebpf.Map
@@ -145,6 +148,7 @@ func loadProgram(object []byte) (*program, *ebpf.Collection, error) {
 	}
 	p := &program{
 		prog:         coll.Programs["dsr_lb"],
+		flows:        coll.Maps["flows"],
 		config:       coll.Maps["config"],
 		services:     coll.Maps["services"],
 		slots:        coll.Maps["slots"],

@@ -57,8 +57,9 @@ const ip = (b: Buffer, at: number) => [...b.subarray(at, at + 4)].join(".");
 /** The flows in the fast path's table in `netns`; empty when no loader runs there. */
 export function fastPathFlows(netns: string): FastPathFlow[] {
   const pid = loaderPid(netns);
-  const id = pid === undefined ? undefined : flowMapId(pid);
-  if (id === undefined) return [];
+  if (pid === undefined) return [];
+  const id = flowMapId(pid);
+  if (id === undefined) throw new Error(`the fast path loader ${pid} in ${netns} holds no flow table`);
   const dump = JSON.parse(
     execFileSync("bpftool", ["-j", "map", "dump", "id", String(id)], { encoding: "utf8" }),
   ) as {
