@@ -211,17 +211,21 @@ func (l *nodeLoader) converge(drift *[]string) (changes int, skipped []string, e
 	// ensure attaches prog to a device unless it is there already.
 	ensure := func(a attachment, prog *ebpf.Program) error {
 		keep[a] = true
+		lost := false
 		if ln, ok := l.links[a]; ok {
 			if on, err := attached(prog, a.ifindex); err == nil && on {
 				return nil
 			}
-			note(fmt.Sprintf("%s not attached to ifindex %d's tcx ingress: attached again", nameOf(prog), a.ifindex))
+			lost = true
 			_ = ln.Close()
 			delete(l.links, a)
 		}
 		ln, err := attach(prog, a.ifindex)
 		if err != nil {
-			return err
+			return err // the caller reports it: the request fails, or the pod is skipped
+		}
+		if lost {
+			note(fmt.Sprintf("%s not attached to ifindex %d's tcx ingress: attached again", nameOf(prog), a.ifindex))
 		}
 		l.links[a] = ln
 		changes++
