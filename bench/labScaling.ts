@@ -3,7 +3,7 @@
 // Deployment is scaled 3 -> 2 -> 1 -> 2 -> 3, then a demo backend is added and removed again;
 // each second records the requests answered, the LB nodes in the router's route and the requests
 // that failed. Beside that load, 60 long-lived connections (each sends its request over 5 s, so
-// every one is open when a change comes: the demo's busybox httpd closes a connection after one
+// every one is open when a change comes: the demo's server closes a connection after one
 // answer) give per change (LB leave, LB join, backend added, backend removed) the share of the
 // open connections it kept. Run it once per data-plane mode to set SNAT and DSR side by side (the
 // report names the mode the lab runs):

@@ -1,12 +1,12 @@
 // Throughput against the number of backend pods, on the lab (the thesis's Fig. 6.4): the client
 // sends requests back to back to the demo web service three ways, on a new connection each (the
-// demo pods' busybox httpd closes every connection after its answer):
+// demo pods' server closes every connection after its answer):
 //   portable-lb  the VIP: router ECMP over the LB nodes, nftables in the LB pods
 //   direct       the pods' own addresses, the client spreading its connections over them (no LB)
 //   nginx        nginx as the load balancer on an LB node (proxying to the pods; the thesis's baseline)
 // nginx closes its client connections after each answer too (keepalive_timeout 0): kept alive, they
 // would spare the client the handshakes the other two ways pay, and measure that instead of the LB.
-// Nor does it keep connections to the pods (httpd closes them; nginx reused closed ones and failed).
+// Nor does it keep connections to the pods (the pods close them; nginx reused closed ones and failed).
 // This machine has two CPUs shared by the client, the LBs and the pods, so absolute figures say
 // little; the report gives each way's ratio to direct-to-pod at the same backend count, and what
 // the load balancing itself costs: the whole machine's busy CPU per request (/proc/stat, over each
@@ -14,11 +14,12 @@
 // data-plane mode (named in the report): once per mode sets DSR and SNAT side by side.
 // The machine's own noise is as large as the differences, so each backend count runs in rounds:
 // every round runs the three ways back to back (in a rotated order), the ratios are taken within a
-// round, and the report gives their median and range over the rounds. The client keeps 8
-// connections per backend pod open: the demo's httpd accepts 9 at most, and with 32 on one pod it
-// dropped hundreds of connections per run, each a 1 s TCP retry the path had no part in (the
-// report counts such drops: lib/listenOverflows.ts). Where each way's busy CPU went, per group of
-// processes, comes after the table (lib/cpuBreakdown.ts).
+// round, and the report gives their median and range over the rounds. The client keeps 6
+// connections per backend pod open, enough to keep both CPUs busy. The report counts connections
+// the pods' server dropped with its accept queue full (lib/listenOverflows.ts), each a 1 s TCP retry
+// the path has no part in: busybox's httpd, the demo's server before, queued 9 and dropped dozens a
+// run whenever Maglev put more on one pod. Where each way's busy CPU went, per group of processes,
+// comes after the table (lib/cpuBreakdown.ts).
 //
 //   npm run lab && npm run --silent lab -- outputs | npm run bench:lab-throughput -- [--backends 1,2,3,6] [--seconds 10] [--rounds 3]
 //   PLB_LAB_MODE=snat npm run lab && npm run --silent lab -- outputs | npm run bench:lab-throughput
@@ -52,10 +53,10 @@ import { newRunDir, writeRunFiles } from "./lib/runFiles.ts";
 
 const BENCH_DIR = dirname(resolve(process.argv[1]!));
 const BACKEND_PORT = DEMO_PORT;
-/** The demo pods' server (the lab's demoWebApp.ts): busybox's httpd. */
-const DEMO_SERVER = "httpd";
+/** The demo pods' server (the lab's demoWebApp.ts, scripts/image/demo-web). */
+const DEMO_SERVER = "demo-web";
 const NGINX_PORT = 8081;
-/** Below the demo httpd's accept backlog of 9 (lib/listenOverflows.ts), and enough to keep both CPUs busy. */
+/** Enough to keep both CPUs busy (and the figures comparable with runs on busybox's httpd). */
 const CONNECTIONS_PER_BACKEND = 6;
 const MODES = ["portable-lb", "direct", "nginx"] as const;
 type Mode = (typeof MODES)[number];

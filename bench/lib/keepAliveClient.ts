@@ -6,7 +6,7 @@
 // can cost at most the requests in flight (the fault tests), not every moved keep-alive connection.
 // With --trickle-ms every request is a connection of its own that sends its header a line at a time
 // over that long before the server answers: a connection that lives that long whatever the server
-// (the lab's busybox httpd closes every connection after one answer), so an LB change finds every
+// (the lab's demo server closes every connection after one answer), so an LB change finds every
 // connection open and a moved one fails if the change breaks it (the kept-connection benchmarks).
 // Prints one JSON line at the end (after --seconds, or at once on SIGTERM): its start (epoch ms),
 // requests, requests answered in each second, connections opened, and every failure with its time

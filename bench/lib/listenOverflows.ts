@@ -1,7 +1,7 @@
-// Connections the demo pods' servers never accepted: busybox's httpd listens with a backlog of 9,
-// and a connection that finds the accept queue full is dropped and retried by TCP a second later,
-// which costs the client a second and has nothing to do with the path to the pod. The throughput
-// bench keeps its connections per backend under that and counts the drops, per run, to show it did.
+// Connections the demo pods' servers never accepted: a connection that finds the accept queue full
+// is dropped and retried by TCP a second later, which costs the client a second and has nothing to
+// do with the path to the pod (busybox's httpd, the demo's server before, queued only 9). The
+// throughput bench counts the drops, per run, to show whether any happened.
 import { readFileSync, readlinkSync } from "node:fs";
 import type { ProcessSample } from "./idleCpu.ts";
 

@@ -1,14 +1,14 @@
 # The OCI images we build (scripts/image/ociImage.sh), for the tests and the lab: the lab's own images
-# (pause: the kubelets' pod sandbox; flannel: its DaemonSet; busybox: the demo web app and the node
-# tests' userland), the control plane kubeadm deploys (kube-apiserver, kube-controller-manager,
-# kube-scheduler, kube-proxy, etcd, coredns: for the onprem bootstrap's machines, which reach no
-# registry) and the LB image (lb-image/image/build.sh, which caches its own build keyed by its
+# (pause: the kubelets' pod sandbox; flannel: its DaemonSet; busybox: the node tests' userland;
+# demo-web: the demo web app's server), the control plane kubeadm deploys (kube-apiserver,
+# kube-controller-manager, kube-scheduler, kube-proxy, etcd, coredns: for the onprem bootstrap's
+# machines, which reach no registry) and the LB image (lb-image/image/build.sh, which caches its own build keyed by its
 # inputs). Sourced by toolenv.sh, which names each image's archive and reference
 # (PORTABLE_LB_<NAME>_IMAGE_ARCHIVE / _REF, NAME upper-cased with _ for -); bootstrap.sh calls
 # install_images after the npm dependencies (the LB image's application is compiled from them) and
 # install_control_plane_images after them.
 
-LAB_IMAGES=(pause flannel busybox)
+LAB_IMAGES=(pause flannel busybox demo-web)
 # Named as `kubeadm config images list` names them, so kubeadm with imageRepository
 # localhost/portable-lb finds them (pause is the lab's, which a machine tags with kubeadm's name).
 CONTROL_PLANE_IMAGES=(kube-apiserver kube-controller-manager kube-scheduler kube-proxy etcd coredns)
@@ -18,6 +18,7 @@ lab_image_sources() {
   case $1 in
   kube-apiserver | kube-controller-manager | kube-scheduler | etcd | coredns) echo "scripts/image/control-plane scripts/image/ociImage.sh" ;;
   flannel | kube-proxy) echo "scripts/image/$1 scripts/image/debianImage.sh scripts/image/ociImage.sh scripts/image/debianRootfs.sh" ;;
+  demo-web) echo "scripts/image/demo-web scripts/image/ociImage.sh" ;;
   *) echo "scripts/image/$1 scripts/image/ociImage.sh scripts/image/debianRootfs.sh" ;;
   esac
 }
@@ -27,6 +28,7 @@ lab_image_tool() {
   pause) echo "kubernetes $KUBERNETES_VERSION" ;;
   flannel) echo "flannel $FLANNEL_VERSION" ;;
   busybox) echo "busybox-static $(dpkg-query -W -f='${Version}' busybox-static 2>/dev/null)" ;;
+  demo-web) go version ;;
   # The glibc the Kubernetes commands were linked against and the CA bundle go in with them.
   kube-apiserver | kube-controller-manager | kube-scheduler)
     echo "kubernetes $KUBERNETES_VERSION $(dpkg-query -W -f='${Package} ${Version} ' libc6 ca-certificates 2>/dev/null)" ;;
@@ -63,7 +65,7 @@ build_lab_image() {
   case $name in
   pause) args=("$(tool_dir kubernetes "$KUBERNETES_VERSION")/bin/pause" "$out" "$ref" "${epoch:-0}") ;;
   flannel) args=("$(tool_dir flannel "$FLANNEL_VERSION")/bin/flanneld" "$out" "$ref" "${epoch:-0}" "$log.debian") ;;
-  busybox) args=("$out" "$ref" "${epoch:-0}") ;;
+  busybox | demo-web) args=("$out" "$ref" "${epoch:-0}") ;;
   kube-apiserver | kube-controller-manager | kube-scheduler)
     script=control-plane args=("$name" "$(tool_dir kubernetes "$KUBERNETES_VERSION")/bin/$name" "$out" "$ref" "${epoch:-0}") ;;
   etcd) script=control-plane args=("$name" "$(tool_dir etcd "$ETCD_VERSION")/bin/etcd" "$out" "$ref" "${epoch:-0}") ;;

@@ -1,7 +1,7 @@
 // The lab's demo web service, as in the papers' experiments: pods that answer every request with
 // their own IP, behind a LoadBalancer Service of portable-lb's class, so a client sees which backend
-// served it. The container is the lab's busybox image (its httpd serving one file), imported into
-// every lab node's containerd.
+// served it. The container is the lab's demo-web image (scripts/image/demo-web: a small Go server),
+// imported into every lab node's containerd.
 import { LoadBalancerService, type VipPool } from "@portable-lb/core";
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
@@ -17,13 +17,8 @@ export interface DemoWebAppArgs {
 }
 
 // The Service's own port: direct server return hands packets over unchanged, so the pods listen on
-// the port clients use (a non-root httpd may bind it through the safe unprivileged-port sysctl).
+// the port clients use (a non-root server may bind it through the safe unprivileged-port sysctl).
 export const DEMO_PORT = 80;
-const ROOT = "/www";
-// The pod's IP as the one page, served by httpd in the foreground (a forked child per connection).
-// The shell stays PID 1 to end at SIGTERM at once (a PID 1 without a handler ignores it): the app
-// holds no state, and the LB stops sending to it before the kubelet signals.
-const SERVER = `echo "$POD_IP" > ${ROOT}/index.html; trap 'exit 0' TERM; httpd -f -p ${DEMO_PORT} -h ${ROOT} & wait`;
 
 export class DemoWebApp extends pulumi.ComponentResource {
   public readonly service: LoadBalancerService;
@@ -65,13 +60,16 @@ export class DemoWebApp extends pulumi.ComponentResource {
               containers: [
                 {
                   name: "web",
-                  image: labImage("busybox").ref,
-                  command: ["sh", "-c", SERVER],
+                  image: labImage("demo-web").ref,
+                  args: ["--listen", `:${DEMO_PORT}`],
                   env: [{ name: "POD_IP", valueFrom: { fieldRef: { fieldPath: "status.podIP" } } }],
                   ports: [{ name: "http", containerPort: DEMO_PORT }],
                   readinessProbe: { httpGet: { path: "/", port: DEMO_PORT }, periodSeconds: 2 },
+                  // The usual drain before SIGTERM: the endpoint is terminating from the start, so no LB
+                  // sends it a new connection, while the open ones (the kept-connection bench's take
+                  // 5 s to send their request) still get their answers.
+                  lifecycle: { preStop: { sleep: { seconds: 6 } } },
                   resources: { requests: { cpu: "50m", memory: "16Mi" }, limits: { memory: "64Mi" } },
-                  volumeMounts: [{ name: "www", mountPath: ROOT }],
                   securityContext: {
                     allowPrivilegeEscalation: false,
                     readOnlyRootFilesystem: true,
@@ -79,7 +77,6 @@ export class DemoWebApp extends pulumi.ComponentResource {
                   },
                 },
               ],
-              volumes: [{ name: "www", emptyDir: { medium: "Memory", sizeLimit: "1Mi" } }],
             },
           },
         },

@@ -30,8 +30,8 @@ export const CONTROL_PLANE_IMAGE_NAMES = [
 
 export type ControlPlaneImageName = (typeof CONTROL_PLANE_IMAGE_NAMES)[number];
 
-/** pause: the pod sandbox; flannel: its DaemonSet; busybox: the demo web app and the node tests. */
-export type LabImageName = "pause" | "flannel" | "busybox" | ControlPlaneImageName;
+/** pause: the pod sandbox; flannel: its DaemonSet; busybox: the node tests; demo-web: the demo web app. */
+export type LabImageName = "pause" | "flannel" | "busybox" | "demo-web" | ControlPlaneImageName;
 
 export function labImage(name: LabImageName, env: NodeJS.ProcessEnv = process.env): LabImage {
   const key = `PORTABLE_LB_${name.toUpperCase().replaceAll("-", "_")}_IMAGE`;
@@ -46,7 +46,7 @@ export function labImage(name: LabImageName, env: NodeJS.ProcessEnv = process.en
 
 /** Every image a lab node imports. */
 export function labNodeImages(): LabImage[] {
-  return [labImage("pause"), labImage("flannel"), labImage("busybox"), builtLbImage()];
+  return [labImage("pause"), labImage("flannel"), labImage("busybox"), labImage("demo-web"), builtLbImage()];
 }
 
 /** The control-plane images, to import into a machine's containerd before `kubeadm init`/`join`. */

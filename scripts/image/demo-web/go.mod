@@ -1,0 +1,3 @@
+module portable-lb/demo-web
+
+go 1.26
