@@ -59,13 +59,6 @@ type service struct {
 	Size uint32
 }
 
-type slotKey struct {
-	ID   uint32
-	Slot uint32
-}
-
-func (k slotKey) String() string { return fmt.Sprintf("service %d slot %d", k.ID, k.Slot) }
-
 type config struct {
 	Ifindex uint32
 	Addr    ipv4
@@ -122,39 +115,49 @@ type program struct {
 	flows        *ebpf.Map
 	config       *ebpf.Map
 	services     *ebpf.Map
-	slots        *ebpf.Map
+	tables       *ebpf.Map
 	backends     *ebpf.Map
 	stats        *ebpf.Map
 	serviceFlows *ebpf.Map
+	// Each service's Maglev table in tables, by id: the loader's own descriptors, through which it
+	// reads them back (a table found by its id alone would need CAP_SYS_ADMIN).
+	table     map[uint32]*ebpf.Map
+	tableSpec *ebpf.MapSpec
 }
 
-// loadCollection loads an embedded object (named in errors) into the kernel.
-func loadCollection(object []byte, name string) (*ebpf.Collection, error) {
+// loadCollection loads an embedded object (named in errors) into the kernel, and gives its spec.
+func loadCollection(object []byte, name string) (*ebpf.CollectionSpec, *ebpf.Collection, error) {
 	spec, err := ebpf.LoadCollectionSpecFromReader(bytes.NewReader(object))
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", name, err)
+		return nil, nil, fmt.Errorf("reading %s: %w", name, err)
 	}
 	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
-		return nil, fmt.Errorf("loading %s: %w", name, err)
+		return nil, nil, fmt.Errorf("loading %s: %w", name, err)
 	}
-	return coll, nil
+	return spec, coll, nil
 }
 
 func loadProgram(object []byte) (*program, *ebpf.Collection, error) {
-	coll, err := loadCollection(object, "dsr_lb.o")
+	spec, coll, err := loadCollection(object, "dsr_lb.o")
 	if err != nil {
 		return nil, nil, err
+	}
+	tables := spec.Maps["tables"]
+	if tables == nil || tables.InnerMap == nil {
+		return nil, nil, fmt.Errorf("dsr_lb.o: no map of Maglev tables")
 	}
 	p := &program{
 		prog:         coll.Programs["dsr_lb"],
 		flows:        coll.Maps["flows"],
 		config:       coll.Maps["config"],
 		services:     coll.Maps["services"],
-		slots:        coll.Maps["slots"],
+		tables:       coll.Maps["tables"],
 		backends:     coll.Maps["backends"],
 		stats:        coll.Maps["stats"],
 		serviceFlows: coll.Maps["service_flows"],
+		table:        map[uint32]*ebpf.Map{},
+		tableSpec:    tables.InnerMap,
 	}
 	return p, coll, nil
 }

@@ -102,7 +102,7 @@ func programID(p *ebpf.Program) uint32 {
 }
 
 func loadNodeProgram() (*nodeProgram, error) {
-	coll, err := loadCollection(nodeObject, "dsr_node.o")
+	_, coll, err := loadCollection(nodeObject, "dsr_node.o")
 	if err != nil {
 		return nil, err
 	}

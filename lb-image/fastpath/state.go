@@ -15,16 +15,19 @@ import (
 // state is what the maps hold (config aside, which the device dictates).
 type state struct {
 	services map[serviceKey]service
-	slots    map[slotKey]ipv4
+	tables   map[uint32]table // by service id
 	backends map[ipv4]uint8
 }
 
+// table is a Maglev table: slot i's backend at i.
+type table []ipv4
+
 func emptyState() state {
-	return state{services: map[serviceKey]service{}, slots: map[slotKey]ipv4{}, backends: map[ipv4]uint8{}}
+	return state{services: map[serviceKey]service{}, tables: map[uint32]table{}, backends: map[ipv4]uint8{}}
 }
 
-// wantedState lays out a sync request. A service keeps its id across syncs (its slots are then
-// rewritten only where they changed); a new one takes the lowest free id.
+// wantedState lays out a sync request. A service keeps its id across syncs (its table is then
+// replaced only if it changed); a new one takes the lowest free id.
 func wantedState(req syncRequest, prev state) (state, error) {
 	s := emptyState()
 	for _, b := range req.backends {
@@ -58,9 +61,7 @@ func wantedState(req syncRequest, prev state) (state, error) {
 			used[id] = true
 		}
 		s.services[k] = service{ID: id, Size: uint32(len(table))}
-		for i, b := range table {
-			s.slots[slotKey{ID: id, Slot: uint32(i)}] = b
-		}
+		s.tables[id] = table
 	}
 	return s, nil
 }
@@ -128,38 +129,96 @@ func (d mapDiff[K, V]) describe(name string) []string {
 	return out
 }
 
+// tableDiff is what turns one set of Maglev tables into another: tables are replaced whole.
+type tableDiff struct {
+	put  map[uint32]table // missing or different
+	grow map[uint32]bool  // of put: no shorter than before (or new), so written before the service
+	del  []uint32         // not wanted
+}
+
+func diffTables(want, have map[uint32]table) tableDiff {
+	d := tableDiff{put: map[uint32]table{}, grow: map[uint32]bool{}}
+	for id, t := range want {
+		if h, ok := have[id]; !ok || !slices.Equal(h, t) {
+			d.put[id] = t
+			d.grow[id] = !ok || len(t) >= len(h)
+		}
+	}
+	for id := range have {
+		if _, ok := want[id]; !ok {
+			d.del = append(d.del, id)
+		}
+	}
+	return d
+}
+
+func (d tableDiff) size() int { return len(d.put) + len(d.del) }
+
+func (d tableDiff) describe() []string {
+	var out []string
+	for id, t := range d.put {
+		out = append(out, fmt.Sprintf("tables: %d missing or different (e.g. service %d's, %d slots)", len(d.put), id, len(t)))
+		break
+	}
+	if len(d.del) > 0 {
+		out = append(out, fmt.Sprintf("tables: %d not wanted (e.g. service %d's)", len(d.del), d.del[0]))
+	}
+	return out
+}
+
+// puts swaps in a new table for each service whose table grows (grow) or shrinks (!grow).
+func (d tableDiff) puts(p *program, grow bool) error {
+	for id, t := range d.put {
+		if d.grow[id] == grow {
+			if err := p.putTable(id, t); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (d tableDiff) deletes(p *program) error {
+	for _, id := range d.del {
+		if err := p.deleteTable(id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // stateDiff is the difference of every map.
 type stateDiff struct {
 	services mapDiff[serviceKey, service]
-	slots    mapDiff[slotKey, ipv4]
+	tables   tableDiff
 	backends mapDiff[ipv4, uint8]
 }
 
 func diffState(want, have state) stateDiff {
 	return stateDiff{
 		services: diffMap(want.services, have.services),
-		slots:    diffMap(want.slots, have.slots),
+		tables:   diffTables(want.tables, have.tables),
 		backends: diffMap(want.backends, have.backends),
 	}
 }
 
-func (d stateDiff) size() int { return d.services.size() + d.slots.size() + d.backends.size() }
+func (d stateDiff) size() int { return d.services.size() + d.tables.size() + d.backends.size() }
 
 func (d stateDiff) describe() []string {
-	return slices.Concat(d.services.describe("services"), d.slots.describe("slots"), d.backends.describe("backends"))
+	return slices.Concat(d.services.describe("services"), d.tables.describe(), d.backends.describe("backends"))
 }
 
-// apply writes a difference. The order keeps every service usable meanwhile: backends and slots
-// are in place before a service's size grows to reach them, and a shrinking service's size is
-// written before its last slots go. (A changing table is briefly a mix of old and new slots: each
-// holds a backend with a tunnel, so a new flow meanwhile reaches a valid one.)
+// apply writes a difference. The order keeps every service usable meanwhile: backends are in place
+// before a table names them, a table that grows is swapped in before its service's size reaches
+// past the old one, and one that shrinks after its service's size has. Each table changes at once.
 func (d stateDiff) apply(p *program) error {
 	return inOrder(
 		func() error { return d.backends.puts(p.backends, "backends") },
-		func() error { return d.slots.puts(p.slots, "slots") },
+		func() error { return d.tables.puts(p, true) },
 		func() error { return d.services.puts(p.services, "services") },
+		func() error { return d.tables.puts(p, false) },
 		func() error { return d.services.deletes(p.services, "services") },
-		func() error { return d.slots.deletes(p.slots, "slots") },
+		func() error { return d.tables.deletes(p) },
 		func() error { return d.backends.deletes(p.backends, "backends") },
 	)
 }
@@ -180,13 +239,13 @@ func readState(p *program) (state, error) {
 	if err != nil {
 		return state{}, fmt.Errorf("reading services: %w", err)
 	}
-	slots, err := readAll[slotKey, ipv4](p.slots)
+	tables, err := p.readTables()
 	if err != nil {
-		return state{}, fmt.Errorf("reading slots: %w", err)
+		return state{}, err
 	}
 	backends, err := readAll[ipv4, uint8](p.backends)
 	if err != nil {
 		return state{}, fmt.Errorf("reading backends: %w", err)
 	}
-	return state{services: services, slots: slots, backends: backends}, nil
+	return state{services: services, tables: tables, backends: backends}, nil
 }

@@ -3,8 +3,8 @@
 // Every TCP and UDP flow reaches the backend the kernel path alone gives it (the Maglev table and
 // the hash are nft's, bit for bit), the backends see the client's address, keep-alive connections
 // keep their backend when one is added (also those the kernel path began before the fast path
-// started), `check` repairs a deleted map entry and a detached program, and when the loader's
-// stdin closes its program goes and the kernel path carries on. The LB pod hands its tunnel packets
+// started), `check` repairs a deleted map entry, a removed Maglev table and a detached program, and
+// when the loader's stdin closes its program goes and the kernel path carries on. The LB pod hands its tunnel packets
 // straight to its veth's node side (bpf_redirect_peer). The LB node's programs (`portable-lb-fastpath
 // node`, with the node agent's capabilities) carry the VIP's packets from the node's uplink into
 // the LB pod and the tunnel packets back out, none of them through the node's forwarding (its
@@ -335,7 +335,7 @@ describe("DSR fast path over the nftables path", () => {
     expect(Object.keys(byName.counts).sort()).toEqual(["p1", "p2", "p3"]);
   }, 40_000);
 
-  it("repairs a deleted map entry and a detached program on check", async () => {
+  it("repairs a deleted map entry, a removed table and a detached program on check", async () => {
     const fp = fastPath!;
     expect((await fp.check()).drift).toEqual([]);
     const prog = await bpftool<{ map_ids: number[] }>("prog", "show", "id", String(fp.programId));
@@ -352,6 +352,19 @@ describe("DSR fast path over the nftables path", () => {
     expect((await fp.check()).drift.join("\n")).toMatch(/^services: 1 entries missing/m);
     expect(await answered(10)).toEqual({ "10.0.0.2": 10 });
     expect((await fp.stats()).forwarded).toBeGreaterThan(served.forwarded);
+
+    // The service's Maglev table taken out of the map of tables (the service sorts first: id 0).
+    const tables = maps.find((m) => m.name === "tables")!;
+    await lb.run("bpftool", ["map", "delete", "id", String(tables.id), "key", "0", "0", "0", "0"]);
+    const unmapped = await fp.stats();
+    expect(await answered(10)).toEqual({ "10.0.0.2": 10 });
+    expect((await fp.stats()).forwarded).toBe(unmapped.forwarded);
+    expect((await fp.stats()).passed.no_slot).toBeGreaterThan(unmapped.passed.no_slot ?? 0);
+    expect((await fp.check()).drift.join("\n")).toMatch(
+      /^tables: 1 missing or different \(e\.g\. service 0's/m,
+    );
+    expect(await answered(10)).toEqual({ "10.0.0.2": 10 });
+    expect((await fp.stats()).forwarded).toBeGreaterThan(unmapped.forwarded);
 
     const links = await bpftool<{ id: number; prog_id: number }[]>("link", "show");
     const ours = links.find((l) => l.prog_id === fp.programId)!;

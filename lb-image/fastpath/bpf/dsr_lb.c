@@ -21,7 +21,6 @@
 #define FLOW_CLOSING_NS (10ULL * 1000000000ULL)
 #define FLOW_TABLE_SIZE 262144                   // per protocol in nft: both share one map here
 #define MAX_SERVICES 16384
-#define MAX_SLOTS (1 << 22)
 #define VXLAN_PORT 4789
 #define VXLAN_VNI 0x706c62
 #define ENCAP_LEN 50 // outer IPv4 20 + UDP 8 + VXLAN 8 + inner Ethernet 14
@@ -60,13 +59,8 @@ struct service_key {
 };
 
 struct service {
-	__u32 id;   // index into service_flows and the slots' key
-	__u32 size; // Maglev table size (prime)
-};
-
-struct slot_key {
-	__u32 id;
-	__u32 slot;
+	__u32 id;   // index into tables and service_flows
+	__u32 size; // Maglev table size (prime): its table's length
 };
 
 struct flow_key {
@@ -98,13 +92,23 @@ struct {
 	__type(value, struct service);
 } services SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, MAX_SLOTS);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, struct slot_key);
+// Each service's Maglev table, by its id: an array of its own size (slot -> backend) that the loader
+// fills and then swaps in whole, as Cilium's maglev map does. One lookup into a small array per new
+// flow, where a hash of every service's slots took a 64 MB bucket array to hold millions of slots.
+struct maglev_table {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1); // the template: each table has its service's size (BPF_F_INNER_MAP)
+	__uint(map_flags, BPF_F_INNER_MAP);
+	__type(key, __u32);
 	__type(value, __be32);
-} slots SEC(".maps");
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, MAX_SERVICES);
+	__type(key, __u32);
+	__array(values, struct maglev_table);
+} tables SEC(".maps");
 
 // Every backend with a tunnel on this LB (draining ones too): nft's `fib ... oifname plb-dsr`.
 struct {
@@ -284,13 +288,16 @@ int dsr_lb(struct __sk_buff *skb)
 		}
 	}
 	if (!backend) {
-		struct slot_key k = {.id = svc->id, .slot = maglev_slot(ip->saddr, l4->source, svc->size)};
-		__be32 *b = bpf_map_lookup_elem(&slots, &k);
+		__u32 id = svc->id;
+		void *table = bpf_map_lookup_elem(&tables, &id);
+		if (!table)
+			return pass(STAT_NO_SLOT);
+		__u32 slot = maglev_slot(ip->saddr, l4->source, svc->size);
+		__be32 *b = bpf_map_lookup_elem(table, &slot);
 		if (!b)
 			return pass(STAT_NO_SLOT);
 		backend = *b;
 		flow_update(&fk, backend, now);
-		__u32 id = svc->id;
 		__u64 *n = bpf_map_lookup_elem(&service_flows, &id);
 		if (n)
 			__sync_fetch_and_add(n, 1);
