@@ -74,15 +74,20 @@ func compareKeys(a, b serviceKey) int {
 }
 
 // mapDiff is what turns one map's contents into another's.
-type mapDiff[K comparable, V comparable] struct {
+type mapDiff[K comparable, V any] struct {
 	put map[K]V // missing or different
 	del []K     // not wanted
 }
 
 func diffMap[K comparable, V comparable](want, have map[K]V) mapDiff[K, V] {
+	return diffMapBy(want, have, func(a, b V) bool { return a == b })
+}
+
+// diffMapBy is diffMap for values that == cannot compare.
+func diffMapBy[K comparable, V any](want, have map[K]V, equal func(a, b V) bool) mapDiff[K, V] {
 	d := mapDiff[K, V]{put: map[K]V{}}
 	for k, v := range want {
-		if h, ok := have[k]; !ok || h != v {
+		if h, ok := have[k]; !ok || !equal(h, v) {
 			d.put[k] = v
 		}
 	}
@@ -131,39 +136,16 @@ func (d mapDiff[K, V]) describe(name string) []string {
 
 // tableDiff is what turns one set of Maglev tables into another: tables are replaced whole.
 type tableDiff struct {
-	put  map[uint32]table // missing or different
-	grow map[uint32]bool  // of put: no shorter than before (or new), so written before the service
-	del  []uint32         // not wanted
+	mapDiff[uint32, table]
+	grow map[uint32]bool // of put: no shorter than before (or new), so written before the service
 }
 
 func diffTables(want, have map[uint32]table) tableDiff {
-	d := tableDiff{put: map[uint32]table{}, grow: map[uint32]bool{}}
-	for id, t := range want {
-		if h, ok := have[id]; !ok || !slices.Equal(h, t) {
-			d.put[id] = t
-			d.grow[id] = !ok || len(t) >= len(h)
-		}
-	}
-	for id := range have {
-		if _, ok := want[id]; !ok {
-			d.del = append(d.del, id)
-		}
+	d := tableDiff{mapDiff: diffMapBy(want, have, slices.Equal[table]), grow: map[uint32]bool{}}
+	for id, t := range d.put {
+		d.grow[id] = len(t) >= len(have[id])
 	}
 	return d
-}
-
-func (d tableDiff) size() int { return len(d.put) + len(d.del) }
-
-func (d tableDiff) describe() []string {
-	var out []string
-	for id, t := range d.put {
-		out = append(out, fmt.Sprintf("tables: %d missing or different (e.g. service %d's, %d slots)", len(d.put), id, len(t)))
-		break
-	}
-	if len(d.del) > 0 {
-		out = append(out, fmt.Sprintf("tables: %d not wanted (e.g. service %d's)", len(d.del), d.del[0]))
-	}
-	return out
 }
 
 // puts swaps in a new table for each service whose table grows (grow) or shrinks (!grow).
@@ -205,7 +187,7 @@ func diffState(want, have state) stateDiff {
 func (d stateDiff) size() int { return d.services.size() + d.tables.size() + d.backends.size() }
 
 func (d stateDiff) describe() []string {
-	return slices.Concat(d.services.describe("services"), d.tables.describe(), d.backends.describe("backends"))
+	return slices.Concat(d.services.describe("services"), d.tables.describe("tables"), d.backends.describe("backends"))
 }
 
 // apply writes a difference. The order keeps every service usable meanwhile: backends are in place

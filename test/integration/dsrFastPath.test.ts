@@ -361,7 +361,7 @@ describe("DSR fast path over the nftables path", () => {
     expect((await fp.stats()).forwarded).toBe(unmapped.forwarded);
     expect((await fp.stats()).passed.no_slot).toBeGreaterThan(unmapped.passed.no_slot ?? 0);
     expect((await fp.check()).drift.join("\n")).toMatch(
-      /^tables: 1 missing or different \(e\.g\. service 0's/m,
+      /^tables: 1 entries missing or different \(e\.g\. 0\)/m,
     );
     expect(await answered(10)).toEqual({ "10.0.0.2": 10 });
     expect((await fp.stats()).forwarded).toBeGreaterThan(unmapped.forwarded);
