@@ -1,4 +1,4 @@
-// portable-lb-fastpath loads the LB pod's DSR fast path (README.md) onto a device's tcx ingress and
+// portable-lb-fastpath loads the LB pod's DSR fast path (README.md) onto a device's ingress and
 // keeps its maps as the controller asks, over line-based JSON on stdin and stdout, until stdin
 // closes. Run in the pod's network namespace with CAP_NET_ADMIN and CAP_BPF.
 // `portable-lb-fastpath node` does the same for the LB node's share (node.go), for the node agent.
@@ -14,7 +14,6 @@ import (
 	"os"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
 )
 
 // build.sh compiles bpf/dsr_lb.c here, in the copy of the module it builds.
@@ -28,25 +27,31 @@ const maxLine = 256 << 20
 type loader struct {
 	device string
 	prog   *program
-	link   link.Link
+	kind   hookKind
+	hook   hook
 	// The last sync, what check holds the maps to.
 	want state
 }
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "node" {
-		runNode()
+		runNode(os.Args[2:])
 		return
 	}
 	device := flag.String("device", "eth0", "the uplink device whose ingress carries the VIPs' traffic")
+	hookName := hookFlag(flag.CommandLine)
 	flag.Parse()
 	out := json.NewEncoder(os.Stdout)
-	l, err := start(*device)
+	kind, err := parseHookKind(*hookName)
+	var l *loader
+	if err == nil {
+		l, err = start(*device, kind)
+	}
 	if err != nil {
 		_ = out.Encode(event{Event: "error", Error: err.Error()})
 		os.Exit(1)
 	}
-	_ = out.Encode(event{Event: "ready", Program: programID(l.prog.prog)})
+	_ = out.Encode(event{Event: "ready", Program: programID(l.prog.prog), Hook: string(l.kind)})
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(make([]byte, 64<<10), maxLine)
 	for in.Scan() {
@@ -55,14 +60,14 @@ func main() {
 		}
 	}
 	// EOF (or an unreadable line): detach; the kernel path carries everything again.
-	_ = l.link.Close()
+	_ = l.hook.Close()
 	if err := in.Err(); err != nil {
 		_ = out.Encode(event{Event: "error", Error: fmt.Sprintf("reading stdin: %v", err)})
 		os.Exit(1)
 	}
 }
 
-func start(device string) (*loader, error) {
+func start(device string, kind hookKind) (*loader, error) {
 	cfg, err := deviceConfig(device)
 	if err != nil {
 		return nil, err
@@ -74,8 +79,8 @@ func start(device string) (*loader, error) {
 	if err := p.config.Put(uint32(0), cfg); err != nil {
 		return nil, fmt.Errorf("writing config: %w", err)
 	}
-	l := &loader{device: device, prog: p, want: emptyState()}
-	if l.link, err = attach(p.prog, int(cfg.Ifindex)); err != nil {
+	l := &loader{device: device, prog: p, kind: resolveHook(kind, p.prog), want: emptyState()}
+	if l.hook, err = attach(l.kind, p.prog, int(cfg.Ifindex)); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -149,14 +154,14 @@ func (l *loader) check() response {
 	if err := d.apply(l.prog); err != nil {
 		return failed(err)
 	}
-	ok, err := attached(l.prog.prog, int(cfg.Ifindex))
+	ok, err := l.hook.attached()
 	if err != nil {
 		return failed(err)
 	}
 	if !ok {
-		drift = append(drift, fmt.Sprintf("program not attached to %s tcx ingress: attached again", l.device))
-		_ = l.link.Close()
-		if l.link, err = attach(l.prog.prog, int(cfg.Ifindex)); err != nil {
+		drift = append(drift, fmt.Sprintf("program not attached to %s %s ingress: attached again", l.device, l.kind))
+		_ = l.hook.Close()
+		if l.hook, err = attach(l.kind, l.prog.prog, int(cfg.Ifindex)); err != nil {
 			return failed(err)
 		}
 	}

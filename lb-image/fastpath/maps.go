@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/cilium/ebpf"
+	"github.com/vishvananda/netlink"
 )
 
 // As MAX_SERVICES and the Maglev table's largest size (maglev.ts) in dsr_lb.c.
@@ -90,11 +91,12 @@ func deviceConfig(name string) (config, error) {
 	if c.Addr == (ipv4{}) {
 		return config{}, fmt.Errorf("%s has no IPv4 address", name)
 	}
-	kind, err := linkKind(dev.Index)
+	// The fast path may hand packets to a device's peer only where the device has one.
+	link, err := netlink.LinkByIndex(dev.Index)
 	if err != nil {
-		return config{}, err
+		return config{}, fmt.Errorf("%s: %w", name, err)
 	}
-	if kind == "veth" {
+	if link.Type() == "veth" {
 		c.Veth = 1
 	}
 	text, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")

@@ -9,13 +9,13 @@ import (
 	"bufio"
 	_ "embed"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
 )
 
 //go:embed dsr_node.o
@@ -57,7 +57,8 @@ func emptyNodeState() nodeState {
 
 type nodeLoader struct {
 	prog  *nodeProgram
-	links map[attachment]link.Link
+	kind  hookKind
+	links map[attachment]hook
 	want  nodeState
 }
 
@@ -71,15 +72,22 @@ type nodeRequest struct {
 	} `json:"pods"`
 }
 
-func runNode() {
+func runNode(args []string) {
 	out := json.NewEncoder(os.Stdout)
-	prog, err := loadNodeProgram()
+	fs := flag.NewFlagSet("node", flag.ExitOnError)
+	hookName := hookFlag(fs)
+	_ = fs.Parse(args)
+	kind, err := parseHookKind(*hookName)
+	var prog *nodeProgram
+	if err == nil {
+		prog, err = loadNodeProgram()
+	}
 	if err != nil {
 		_ = out.Encode(event{Event: "error", Error: err.Error()})
 		os.Exit(1)
 	}
-	l := &nodeLoader{prog: prog, links: map[attachment]link.Link{}, want: emptyNodeState()}
-	_ = out.Encode(event{Event: "ready", Program: programID(prog.toPod)})
+	l := &nodeLoader{prog: prog, kind: resolveHook(kind, prog.toPod), links: map[attachment]hook{}, want: emptyNodeState()}
+	_ = out.Encode(event{Event: "ready", Program: programID(prog.toPod), Hook: string(l.kind)})
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(make([]byte, 64<<10), 16<<20)
 	for in.Scan() {
@@ -213,19 +221,19 @@ func (l *nodeLoader) converge(drift *[]string) (changes int, skipped []string, e
 		keep[a] = true
 		lost := false
 		if ln, ok := l.links[a]; ok {
-			if on, err := attached(prog, a.ifindex); err == nil && on {
+			if on, err := ln.attached(); err == nil && on {
 				return nil
 			}
 			lost = true
 			_ = ln.Close()
 			delete(l.links, a)
 		}
-		ln, err := attach(prog, a.ifindex)
+		ln, err := attach(l.kind, prog, a.ifindex)
 		if err != nil {
 			return err // the caller reports it: the request fails, or the pod is skipped
 		}
 		if lost {
-			note(fmt.Sprintf("%s not attached to ifindex %d's tcx ingress: attached again", nameOf(prog), a.ifindex))
+			note(fmt.Sprintf("%s not attached to ifindex %d's %s ingress: attached again", nameOf(prog), a.ifindex, l.kind))
 		}
 		l.links[a] = ln
 		changes++

@@ -99,7 +99,9 @@ func failed(err error) response { return response{"ok": false, "error": err.Erro
 type event struct {
 	Event   string `json:"event"`
 	Program uint32 `json:"program,omitempty"`
-	Error   string `json:"error,omitempty"`
+	// The hook its programs are attached with: tcx or tc (attach.go).
+	Hook  string `json:"hook,omitempty"`
+	Error string `json:"error,omitempty"`
 }
 
 func parseRequest(line []byte) (request, error) {

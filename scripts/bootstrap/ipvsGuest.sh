@@ -4,7 +4,7 @@
 # `apt-get download` and unpacked with `dpkg -x`. Sourced by bootstrap.sh.
 
 # Bump when the recipe below changes (init, modules, binaries), so every cache rebuilds the image once.
-IPVS_GUEST_REVISION=5
+IPVS_GUEST_REVISION=6
 # Userland for the guest; their libraries come from the same Debian archive (see ipvs_guest_libraries).
 IPVS_GUEST_TOOL_PACKAGES="busybox-static dash ipvsadm iproute2 nftables"
 # Dynamically linked programs copied in (paths inside the unpacked packages and the guest alike).
@@ -14,7 +14,8 @@ IPVS_GUEST_PROGRAMS="bin/dash sbin/ipvsadm bin/ip sbin/tc sbin/bridge usr/sbin/n
 # e1000 drives the NIC QEMU's user networking gives a test that reaches the host's API server
 # (ipvsGuest.ts apiServerPort); the other tests boot with no NIC, where it stays unused. nft_fib_ipv4
 # serves the node agent's DSR table (`fib daddr type`), run in the guest by ipvsController.test.ts.
-IPVS_GUEST_MODULES="crc32c_generic veth dummy ipip e1000
+# sch_ingress (clsact) and cls_bpf carry the DSR fast path's tc filters (dsrFastPathGuest.test.ts).
+IPVS_GUEST_MODULES="crc32c_generic veth dummy ipip e1000 sch_ingress cls_bpf
   ip_vs ip_vs_rr ip_vs_wrr ip_vs_lc ip_vs_wlc ip_vs_sh ip_vs_dh ip_vs_mh ip_vs_sed ip_vs_nq
   ip_vs_fo ip_vs_ovf ip_vs_lblc ip_vs_lblcr
   nf_nat nf_tables nft_chain_nat nft_nat nft_masq nft_ct nft_numgen nft_hash nft_fib_ipv4 vxlan"

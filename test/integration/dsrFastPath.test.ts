@@ -16,6 +16,7 @@
 import { join } from "node:path";
 import { NetnsLab, waitUntil, type LabNamespace } from "@portable-lb/lab";
 import { FastPath } from "../../lb-image/src/dataplane/fastpath/fastPath.ts";
+import type { LoaderHook } from "../../lb-image/src/dataplane/fastpath/loaderProcess.ts";
 import { NodeFastPath } from "../../lb-image/src/dataplane/fastpath/nodeFastPath.ts";
 import { canonical, type VirtualService } from "../../lb-image/src/dataplane/model.ts";
 import { maglevTable } from "../../lb-image/src/dataplane/nft/maglev.ts";
@@ -83,10 +84,11 @@ async function syncFastPath(desired: VirtualService[]): Promise<void> {
   );
 }
 
-function startFastPath(): Promise<FastPath> {
+function startFastPath(hook?: LoaderHook): Promise<FastPath> {
   return FastPath.start({
     binary: BINARY,
     device: "eth0",
+    ...(hook && { hook }),
     prefix: [
       "ip",
       "netns",
@@ -195,9 +197,10 @@ async function bpftool<T>(...args: string[]): Promise<T> {
 }
 
 /** The node agent's loader, with the capabilities the agent's container has (DSR: + SYS_ADMIN). */
-function startNodeFastPath(): Promise<NodeFastPath> {
+function startNodeFastPath(hook?: LoaderHook): Promise<NodeFastPath> {
   return NodeFastPath.start({
     binary: BINARY,
+    ...(hook && { hook }),
     prefix: [
       ...["ip", "netns", "exec", lbNode.netns, "setpriv"],
       ...["--bounding-set=-all,+net_admin,+sys_admin", "--inh-caps=-all"],
@@ -219,6 +222,26 @@ async function nodeForwarded(): Promise<number> {
     nftables: { counter?: { packets: number } }[];
   };
   return out.nftables.find((o) => o.counter)!.counter!.packets;
+}
+
+/** Our tc filters on a device's ingress (pref 65000, lb-image/fastpath/attach.go), by program name. */
+async function tcIngress(ns: LabNamespace, ifindex: number): Promise<string[]> {
+  const links = JSON.parse(await ns.run("ip", ["-j", "link", "show"])) as {
+    ifindex: number;
+    ifname: string;
+  }[];
+  const dev = links.find((l) => l.ifindex === ifindex)!.ifname;
+  const filters = JSON.parse(await ns.run("tc", ["-j", "filter", "show", "dev", dev, "ingress"])) as {
+    pref: number;
+    options?: { bpf_name?: string; prog?: { name: string } };
+  }[];
+  return filters.filter((f) => f.pref === 65000 && f.options?.prog).map((f) => f.options!.prog!.name);
+}
+
+/** Whether the device has a clsact qdisc. */
+async function hasClsact(ns: LabNamespace, dev: string): Promise<boolean> {
+  const qdiscs = JSON.parse(await ns.run("tc", ["-j", "qdisc", "show", "dev", dev])) as { kind: string }[];
+  return qdiscs.some((q) => q.kind === "clsact");
 }
 
 /** The LB pod's eth0 transmit count: the tunnel packets it hands its veth's peer are not among them. */
@@ -491,6 +514,61 @@ describe("DSR fast path over the nftables path", () => {
     const gone = await nodeForwarded();
     expect(await answered(10)).toEqual({ "10.0.0.2": 10 });
     expect(await nodeForwarded()).toBeGreaterThan(gone);
+  });
+
+  it("on kernels without tcx (the tc hook, forced here), carries the same packets on tc filters, repairs them and removes them", async () => {
+    await fastPath!.close();
+    fastPath = await startFastPath("tc");
+    nodeFastPath = await startNodeFastPath("tc");
+    expect([fastPath.hook, nodeFastPath.hook]).toEqual(["tc", "tc"]);
+    await syncFastPath(services(["p1", "p2", "p3"]));
+    const veth = await lbVeth();
+    expect((await nodeFastPath.sync(["eth0"], [`${VIP}/32`], [{ ip: LB, ifindex: veth }])).skipped).toEqual(
+      [],
+    );
+    const lbEth0 = Number(await lb.run("cat", ["/sys/class/net/eth0/ifindex"]));
+    const nodeEth0 = Number(await lbNode.run("cat", ["/sys/class/net/eth0/ifindex"]));
+    expect(await tcIngress(lb, lbEth0)).toEqual(["dsr_lb"]);
+    expect(await tcIngress(lbNode, nodeEth0)).toEqual(["to_lb_pod"]);
+    expect(await tcIngress(lbNode, veth)).toEqual(["from_lb_pod"]);
+    // No tcx link holds them.
+    const links = await bpftool<{ prog_id: number }[]>("link", "show");
+    expect(links.filter((l) => [fastPath!.programId, nodeFastPath!.programId].includes(l.prog_id))).toEqual(
+      [],
+    );
+
+    const before = {
+      lb: await fastPath.stats(),
+      node: await nodeFastPath.stats(),
+      nft: await nodeForwarded(),
+    };
+    expect(await answered(40)).toEqual({ "10.0.0.2": 40 });
+    expect((await fastPath.stats()).forwarded - before.lb.forwarded).toBeGreaterThanOrEqual(40 * 3);
+    expect((await nodeFastPath.stats()).to_pod! - before.node.to_pod!).toBeGreaterThanOrEqual(40 * 3);
+    expect(await nodeForwarded()).toBe(before.nft);
+
+    // Someone deletes the pod's filter: the kernel path carries the flows until check puts it back.
+    await lb.run("tc", ["filter", "del", "dev", "eth0", "ingress", "pref", "65000"]);
+    expect(await answered(10)).toEqual({ "10.0.0.2": 10 });
+    expect((await fastPath.check()).drift.join("\n")).toMatch(
+      /not attached to eth0 tc ingress: attached again/,
+    );
+    expect(await tcIngress(lb, lbEth0)).toEqual(["dsr_lb"]);
+    const repaired = await fastPath.stats();
+    expect(await answered(10)).toEqual({ "10.0.0.2": 10 });
+    expect((await fastPath.stats()).forwarded).toBeGreaterThan(repaired.forwarded);
+
+    // Gone with their loaders: filters and the clsact qdiscs they added, and the kernel path serves.
+    await fastPath.close();
+    await nodeFastPath.close();
+    fastPath = nodeFastPath = undefined;
+    expect([
+      await tcIngress(lb, lbEth0),
+      await tcIngress(lbNode, nodeEth0),
+      await tcIngress(lbNode, veth),
+    ]).toEqual([[], [], []]);
+    expect([await hasClsact(lb, "eth0"), await hasClsact(lbNode, "eth0")]).toEqual([false, false]);
+    expect(await answered(10)).toEqual({ "10.0.0.2": 10 });
     await lbNode.run("nft", ["delete", "table", "inet", "plbtest"]);
   });
 

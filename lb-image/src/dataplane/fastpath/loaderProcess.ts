@@ -8,7 +8,7 @@ import { z } from "zod";
 import { withPrefix } from "../exec.ts";
 
 const eventSchema = z.union([
-  z.object({ event: z.literal("ready"), program: z.number() }),
+  z.object({ event: z.literal("ready"), program: z.number(), hook: z.enum(["tcx", "tc"]) }),
   z.object({ event: z.literal("error"), error: z.string() }),
 ]);
 const failureSchema = z.object({ ok: z.literal(false), error: z.string() });
@@ -21,11 +21,18 @@ const DEFAULT_TIMEOUT_MS = 10_000;
 /** The loader's stderr kept for error messages. */
 const STDERR_TAIL = 4096;
 
+/**
+ * The kernel hook the programs go on: tcx (Linux 6.6+), or a tc filter on the clsact qdisc for older
+ * kernels; auto (the default) takes tcx where the kernel has it (lb-image/fastpath/attach.go).
+ */
+export type LoaderHook = "auto" | "tcx" | "tc";
+
 export interface LoaderOptions {
   binary: string;
   /** Runs the binary through a prefix (e.g. `ip netns exec NS`); on a node, none. */
   prefix?: string[];
   timeoutMs?: number;
+  hook?: LoaderHook;
 }
 
 interface Pending {
@@ -46,6 +53,8 @@ export class LoaderProcess {
   private stderr = "";
   /** The attached program's id (as `bpftool prog show` lists it). */
   programId = 0;
+  /** The hook its programs are attached with. */
+  hook: "tcx" | "tc" = "tcx";
 
   constructor(child: ChildProcessWithoutNullStreams, timeoutMs: number) {
     this.child = child;
@@ -60,7 +69,8 @@ export class LoaderProcess {
     o: LoaderOptions & { args: string[] },
   ): Promise<T> {
     const [command, ...prefixed] = withPrefix(o.prefix ?? [], o.binary);
-    const child = spawn(command, [...prefixed, ...o.args], { stdio: ["pipe", "pipe", "pipe"] });
+    const args = [...prefixed, ...o.args, ...(o.hook ? ["--hook", o.hook] : [])];
+    const child = spawn(command, args, { stdio: ["pipe", "pipe", "pipe"] });
     const fp = make(child, o.timeoutMs ?? DEFAULT_TIMEOUT_MS);
     return new Promise((resolve, reject) => {
       let ready = false;
@@ -81,6 +91,7 @@ export class LoaderProcess {
           if (ev.data.event === "ready") {
             ready = true;
             fp.programId = ev.data.program;
+            fp.hook = ev.data.hook;
             resolve(fp);
           } else reject(new Error(`fast path loader: ${ev.data.error}`));
           return;

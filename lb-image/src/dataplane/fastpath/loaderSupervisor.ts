@@ -76,7 +76,7 @@ export class LoaderSupervisor<T extends LoaderProcess> {
     if (this.#stopped) return void loader.close();
     this.#loader = loader;
     loader.onExit((err) => this.lost(loader, `its loader exited: ${err.message}`));
-    this.#o.log.info(`${this.#o.what} started`);
+    this.#o.log.info(`${this.#o.what} started (attached with ${loader.hook})`);
     this.#retryMs = this.#limits().first;
     await this.#o.started(loader);
   }
