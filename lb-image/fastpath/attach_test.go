@@ -13,7 +13,8 @@ import (
 )
 
 // inNewNetns runs f on a thread of its own in a new network namespace with one device up (a veth:
-// this kernel has no dummy devices), given by ifindex. The thread is never unlocked, so Go ends it, and the namespace goes with it.
+// this kernel has no dummy devices), given by ifindex. The thread is never unlocked, so Go ends it,
+// and the namespace goes with it.
 func inNewNetns(t *testing.T, f func(ifindex int)) {
 	t.Helper()
 	done := make(chan struct{})
