@@ -22,10 +22,11 @@ BIRD_TOOL_VERSION=$BIRD_DEBIAN_VERSION-$(cat "$REPO_ROOT"/lb-image/bird/build.sh
 COREDNS_LEFT_OUT="azure clouddns route53 nomad trace geoip etcd"
 COREDNS_TOOL_VERSION=$COREDNS_VERSION-$(echo "$COREDNS_LEFT_OUT" | sha256sum | cut -c1-8)
 
-# The fast path's cache key (fastpath.sh): a hash of its folder's files (not its tests or docs) and
-# of clang's version; toolenv.sh and the image read it too.
+# The fast path's cache key (fastpath.sh): a hash of its folder's files (its Go tests too, which only
+# its build runs, so a change to them alone is still run; not its docs) and of clang's version;
+# toolenv.sh and the image read it too.
 FASTPATH_TOOL_VERSION=$( { clang-14 --version 2>/dev/null | head -1; cd "$REPO_ROOT/lb-image/fastpath" &&
-  find . -type f ! -name '*_test.go' ! -name '*.md' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum; } | sha256sum | cut -c1-12)
+  find . -type f ! -name '*.md' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum; } | sha256sum | cut -c1-12)
 
 # tool_dir NAME VERSION -> the cache folder holding that build
 tool_dir() { printf '%s/%s-%s' "$PLB_TOOLS" "$1" "$2"; }
