@@ -116,10 +116,7 @@ type tcHook struct {
 
 func attachTC(prog *ebpf.Program, ifindex int) (hook, error) {
 	h := &tcHook{prog: prog, ifindex: ifindex}
-	clsact := &netlink.Clsact{QdiscAttrs: netlink.QdiscAttrs{
-		LinkIndex: ifindex, Handle: netlink.MakeHandle(0xffff, 0), Parent: netlink.HANDLE_CLSACT,
-	}}
-	switch err := netlink.QdiscAdd(clsact); {
+	switch err := netlink.QdiscAdd(clsactQdisc(ifindex)); {
 	case err == nil:
 		h.clsactOurs = true
 	case errors.Is(err, unix.EEXIST): // a CNI's, or a dead loader's: used as it is
@@ -231,9 +228,48 @@ func (h *tcHook) removeClsact() error {
 		}
 	}
 	h.clsactOurs = false
-	return netlink.QdiscDel(&netlink.Clsact{QdiscAttrs: netlink.QdiscAttrs{
-		LinkIndex: h.ifindex, Handle: netlink.MakeHandle(0xffff, 0), Parent: netlink.HANDLE_CLSACT,
-	}})
+	return netlink.QdiscDel(clsactQdisc(h.ifindex))
+}
+
+// clsactQdisc is a device's clsact qdisc, as netlink adds and deletes it.
+func clsactQdisc(ifindex int) *netlink.Clsact {
+	return &netlink.Clsact{QdiscAttrs: netlink.QdiscAttrs{
+		LinkIndex: ifindex, Handle: netlink.MakeHandle(0xffff, 0), Parent: netlink.HANDLE_CLSACT,
+	}}
+}
+
+// A tcLeftover is a filter of ours that no hook of this loader holds: a dead loader's.
+type tcLeftover struct {
+	ifindex int
+	name    string
+}
+
+// sweepTC removes, from the ingress of every device in the namespace, the filters at our pref that
+// carry one of the names (our programs') but that held(ifindex, name) does not claim: what a loader
+// that died left on devices its successor is not asked for. It returns what it removed.
+func sweepTC(names []string, held func(ifindex int, name string) bool) ([]tcLeftover, error) {
+	devs, err := netlink.LinkList()
+	if err != nil {
+		return nil, fmt.Errorf("listing devices: %w", err)
+	}
+	var removed []tcLeftover
+	for _, dev := range devs {
+		filters, err := netlink.FilterList(dev, netlink.HANDLE_MIN_INGRESS)
+		if err != nil {
+			continue // no clsact there, or the device just went
+		}
+		for _, f := range filters {
+			bpf, ok := f.(*netlink.BpfFilter)
+			if !ok || f.Attrs().Priority != tcPref || !slices.Contains(names, bpf.Name) || held(dev.Attrs().Index, bpf.Name) {
+				continue
+			}
+			if err := netlink.FilterDel(f); err != nil && !errors.Is(err, unix.ENOENT) {
+				return removed, fmt.Errorf("removing a left-over %s filter on %s: %w", bpf.Name, dev.Attrs().Name, err)
+			}
+			removed = append(removed, tcLeftover{ifindex: dev.Attrs().Index, name: bpf.Name})
+		}
+	}
+	return removed, nil
 }
 
 func describeFilter(f netlink.Filter) string {

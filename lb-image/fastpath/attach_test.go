@@ -160,9 +160,7 @@ func TestTCHookRemovesTheClsactItAdded(t *testing.T) {
 			t.Error("the clsact qdisc the hook added is still there")
 		}
 		// A clsact that was there before stays.
-		if err := netlink.QdiscAdd(&netlink.Clsact{QdiscAttrs: netlink.QdiscAttrs{
-			LinkIndex: ifindex, Handle: netlink.MakeHandle(0xffff, 0), Parent: netlink.HANDLE_CLSACT,
-		}}); err != nil {
+		if err := netlink.QdiscAdd(clsactQdisc(ifindex)); err != nil {
 			t.Fatal(err)
 		}
 		h, err = attachTC(passProgram(t, "to_lb_pod"), ifindex)

@@ -3,8 +3,11 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/vishvananda/netlink"
 )
 
 func nodeSync(t *testing.T, line string) (nodeState, error) {
@@ -53,4 +56,61 @@ func TestParseNodeSyncRejects(t *testing.T) {
 			t.Errorf("%s: got %v, want an error with %q", c.line, err, c.want)
 		}
 	}
+}
+
+// A node loader that died leaves its tc filters behind; its successor removes those on devices it
+// is not asked for, and leaves other programs' filters alone.
+func TestNodeLoaderRemovesADeadLoadersFilters(t *testing.T) {
+	inNewNetns(t, func(uplink int) {
+		peer, err := netlink.LinkByName("d1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		veth := peer.Attrs().Index
+		dead, err := loadNodeProgram()
+		if err != nil {
+			t.Fatalf("loading dsr_node.o (needs CAP_BPF): %v", err)
+		}
+		// The dead loader had both devices; it never closed its hooks.
+		if _, err := attachTC(dead.toPod, uplink); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := attachTC(dead.fromPod, veth); err != nil {
+			t.Fatal(err)
+		}
+		prog, err := loadNodeProgram()
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := &nodeLoader{prog: prog, kind: hookTC, links: map[attachment]hook{}, want: emptyNodeState()}
+		l.want.uplinks[uint32(uplink)] = 1
+		drift := []string{}
+		if _, _, err := l.converge(&drift); err != nil {
+			t.Fatal(err)
+		}
+		if got := ingress(t, veth); len(got) != 0 {
+			t.Errorf("the veth's ingress after the successor's first sync: %v; want the dead loader's filter gone", got)
+		}
+		want := fmt.Sprintf("from_lb_pod left on ifindex %d's tc ingress by an earlier loader: removed", veth)
+		if !slices.Contains(drift, want) {
+			t.Errorf("drift %q; want %q", drift, want)
+		}
+		if on, err := l.links[attachment{ifindex: uplink, toPod: true}].attached(); err != nil || !on {
+			t.Errorf("the uplink's to_lb_pod: attached %v (%v); want the successor's", on, err)
+		}
+		// Another program's filter at our pref is not ours to sweep.
+		if _, err := attachTC(passProgram(t, "dsr_lb"), veth); err != nil {
+			t.Fatal(err)
+		}
+		drift = []string{}
+		if _, _, err := l.converge(&drift); err != nil || len(drift) != 0 {
+			t.Errorf("a second check: drift %q, error %v; want none", drift, err)
+		}
+		if got := ingress(t, veth); len(got) != 1 || got[0] != "65000 dsr_lb" {
+			t.Errorf("the veth's ingress: %v; want the other program's filter kept", got)
+		}
+		for _, ln := range l.links {
+			_ = ln.Close()
+		}
+	})
 }
