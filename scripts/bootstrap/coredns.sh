@@ -30,7 +30,9 @@ build_coredns() {
   rc=$?
   cd / && rm -rf "$mod"
   [ $rc -eq 0 ] || return $rc
-  "$staging/bin/coredns" -version | grep -qx "CoreDNS-$version" ||
+  # Read whole before matching: `grep -q` stops at the first line, and under pipefail the SIGPIPE
+  # that gives a binary still printing its next line failed the build now and then.
+  grep -qx "CoreDNS-$version" <<<"$("$staging/bin/coredns" -version)" ||
     { say "ERROR: the coredns built does not say version $version"; return 1; }
   local plugins p
   plugins=$("$staging/bin/coredns" -plugins)

@@ -25,7 +25,8 @@ GOMOD
   rc=$?
   cd / && rm -rf "$mod"
   [ $rc -eq 0 ] || return $rc
-  "$staging/bin/etcd" --version | grep -qx "etcd Version: $version" ||
+  # Read whole before matching (coredns.sh says why).
+  grep -qx "etcd Version: $version" <<<"$("$staging/bin/etcd" --version)" ||
     { say "ERROR: the etcd built does not say version $version"; return 1; }
 }
 
