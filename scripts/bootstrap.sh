@@ -35,13 +35,15 @@ install_node
 if ! { tool_ready pulumi "$PULUMI_VERSION" && tool_ready pulumi-language-nodejs "$PULUMI_LANGUAGE_NODEJS_VERSION" &&
   tool_ready pulumi-kubernetes "$PULUMI_KUBERNETES_VERSION" && tool_ready kubernetes "$KUBERNETES_VERSION" &&
   tool_ready kubectl "$KUBERNETES_VERSION" && tool_ready kubeadm "$KUBERNETES_VERSION"; }; then
-  need_memory_gb 5
+  need_memory_gb 9
 fi
-# The Go builds keep both CPUs busy (185-192% over a cold kubernetes build); the downloads that build
-# nothing run beside them, one after another, in one background job.
+# The downloads that build nothing run in one background job, one after another. The builds run in
+# two chains side by side: one build alone left the CPUs idle through its module downloads, its
+# links and its serial packages (83% busy over a cold bootstrap).
 ( install_npm_dependencies && install_moto && install_ipvs_guest && install_nginx && install_docker_registry ) &
 downloads=$!
-install_pulumi
+( install_pulumi ) &
+pulumi_builds=$!
 install_kubernetes
 install_cni_plugins
 install_flannel
@@ -49,6 +51,7 @@ install_etcd
 install_coredns
 install_bird
 install_fastpath
+wait "$pulumi_builds" || die "a Pulumi build failed (its own line above says which)"
 wait "$downloads" || die "a download step failed (its own line above says which)"
 install_pulumi_plugins
 install_images
