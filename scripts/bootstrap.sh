@@ -51,9 +51,10 @@ install_etcd
 install_coredns
 install_bird
 install_fastpath
-wait "$pulumi_builds" || die "a Pulumi build failed (its own line above says which)"
 wait "$downloads" || die "a download step failed (its own line above says which)"
-install_pulumi_plugins
+# The images need no Pulumi build, so they are made while the Pulumi chain (the longer) ends.
 install_images
 install_control_plane_images
+wait "$pulumi_builds" || die "a Pulumi build failed (its own line above says which)"
+install_pulumi_plugins
 say "all tools ready in $((SECONDS - start)) s (cache: $PLB_CACHE)"

@@ -63,8 +63,9 @@ build_pulumi_kubernetes() {
          /^replace [^(]/ && $0 !~ /=> *\.\.?\// {print}' "$src/go.mod"
     printf 'replace github.com/pulumi/pulumi-kubernetes/sdk/v4 => github.com/pulumi/pulumi-kubernetes/sdk/v4 v%s\n' "$PULUMI_KUBERNETES_VERSION"
   } >go.mod
-  GOFLAGS=-mod=mod GONOSUMDB=github.com/pulumi VERSION=$PULUMI_KUBERNETES_VERSION \
-    go generate ./main.go >>"$PLB_LOGS/pulumi-kubernetes.log" 2>&1 ||
+  # Its `go run` compiles as go_build does (flags, cgo off), so the build reuses the packages.
+  CGO_ENABLED=0 GOFLAGS="-mod=mod -trimpath -gcflags=all=-dwarf=false" GONOSUMDB=github.com/pulumi \
+    GOGC=$PLB_GO_GC VERSION=$PULUMI_KUBERNETES_VERSION go generate ./main.go >>"$PLB_LOGS/pulumi-kubernetes.log" 2>&1 ||
     { tail -5 "$PLB_LOGS/pulumi-kubernetes.log" >&2; cd / && rm -rf "$mod"; return 1; }
   mkdir -p "$staging/bin"
   CGO_ENABLED=0 go_build pulumi-kubernetes "$staging/bin/pulumi-resource-kubernetes" . \
