@@ -273,7 +273,12 @@ func (l *nodeLoader) converge(drift *[]string) (changes int, skipped []string, e
 	if l.kind == hookTC {
 		// A tc filter outlives a loader that died; one on a device this loader is not asked for
 		// would go on running its program on that loader's last maps.
-		left, err := sweepTC([]string{nameOf(l.prog.toPod), nameOf(l.prog.fromPod)}, l.holds)
+		toPod := nameOf(l.prog.toPod)
+		held := func(ifindex int, name string) bool {
+			_, ok := l.links[attachment{ifindex: ifindex, toPod: name == toPod}]
+			return ok
+		}
+		left, err := sweepTC([]string{toPod, nameOf(l.prog.fromPod)}, held)
 		for _, f := range left {
 			note(fmt.Sprintf("%s left on ifindex %d's tc ingress by an earlier loader: removed", f.name, f.ifindex))
 			changes++
@@ -283,12 +288,6 @@ func (l *nodeLoader) converge(drift *[]string) (changes int, skipped []string, e
 		}
 	}
 	return changes, skipped, nil
-}
-
-// holds tells whether one of this loader's hooks is the program named so on that device.
-func (l *nodeLoader) holds(ifindex int, name string) bool {
-	_, ok := l.links[attachment{ifindex: ifindex, toPod: name == nameOf(l.prog.toPod)}]
-	return ok
 }
 
 // syncMap makes a map hold want, counting the changes and noting them as drift.

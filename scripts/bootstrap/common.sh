@@ -14,6 +14,8 @@ PLB_GO_PARALLEL=${PORTABLE_LB_GO_PARALLEL:-2}
 # The compiler's and linker's GC target (Go's default is 100). A cold etcd build, three runs each:
 # 84-92 s of user CPU at 100, 76-84 at 200, 71-76 at 400, for a 20-50% higher peak per process.
 PLB_GO_GC=${PORTABLE_LB_GO_GC:-400}
+# Every Go build's compile flags: a build reuses another's packages only where these match.
+PLB_GO_COMPILE_FLAGS="-trimpath -gcflags=all=-dwarf=false"
 
 say() { printf 'bootstrap: %s\n' "$*" >&2; }
 die() { printf 'bootstrap: ERROR: %s\n' "$*" >&2; exit 1; }
@@ -66,7 +68,7 @@ go_build() {
   log=$PLB_LOGS/$logname.log
   /usr/bin/time -f 'peak_rss_kb=%M elapsed_s=%e' -a -o "$log.time" \
     env GOFLAGS=-mod=mod GONOSUMDB=github.com/pulumi GOTOOLCHAIN=local GOGC="$PLB_GO_GC" \
-    go build -p "$PLB_GO_PARALLEL" -trimpath -gcflags=all=-dwarf=false -o "$out" "$@" "$pkg" >>"$log" 2>&1
+    go build -p "$PLB_GO_PARALLEL" $PLB_GO_COMPILE_FLAGS -o "$out" "$@" "$pkg" >>"$log" 2>&1
   rc=$?
   if [ $rc -ne 0 ]; then
     tail -n 15 "$log" >&2

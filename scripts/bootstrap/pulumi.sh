@@ -64,7 +64,7 @@ build_pulumi_kubernetes() {
     printf 'replace github.com/pulumi/pulumi-kubernetes/sdk/v4 => github.com/pulumi/pulumi-kubernetes/sdk/v4 v%s\n' "$PULUMI_KUBERNETES_VERSION"
   } >go.mod
   # Its `go run` compiles as go_build does (flags, cgo off), so the build reuses the packages.
-  CGO_ENABLED=0 GOFLAGS="-mod=mod -trimpath -gcflags=all=-dwarf=false" GONOSUMDB=github.com/pulumi \
+  CGO_ENABLED=0 GOFLAGS="-mod=mod $PLB_GO_COMPILE_FLAGS" GONOSUMDB=github.com/pulumi \
     GOGC=$PLB_GO_GC VERSION=$PULUMI_KUBERNETES_VERSION go generate ./main.go >>"$PLB_LOGS/pulumi-kubernetes.log" 2>&1 ||
     { tail -5 "$PLB_LOGS/pulumi-kubernetes.log" >&2; cd / && rm -rf "$mod"; return 1; }
   mkdir -p "$staging/bin"
