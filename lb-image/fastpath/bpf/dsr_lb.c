@@ -260,13 +260,13 @@ int dsr_lb(struct __sk_buff *skb)
 	struct flow_key fk = {
 	    .saddr = ip->saddr, .daddr = ip->daddr, .sport = l4->source, .dport = l4->dest, .proto = ip->protocol};
 	__be32 backend = 0;
+	int syn = 0; // a new connection: it never follows an old entry (its new one replaces it)
 	if (ip->protocol == IPPROTO_TCP) {
 		struct tcphdr *tcp = (void *)(ip + 1);
 		if ((void *)(tcp + 1) > end)
 			return pass(STAT_NOT_SERVICE);
-		if (tcp->syn && !tcp->ack) {
-			bpf_map_delete_elem(&flows, &fk); // a new connection never follows an old entry
-		} else {
+		syn = tcp->syn && !tcp->ack;
+		if (!syn) {
 			struct flow *f = live_flow(&fk, now);
 			if (!f && !bpf_map_lookup_elem(&flows, &fk))
 				return pass(STAT_UNKNOWN_FLOW);
@@ -290,21 +290,28 @@ int dsr_lb(struct __sk_buff *skb)
 	if (!backend) {
 		__u32 id = svc->id;
 		void *table = bpf_map_lookup_elem(&tables, &id);
-		if (!table)
-			return pass(STAT_NO_SLOT);
 		__u32 slot = maglev_slot(ip->saddr, l4->source, svc->size);
-		__be32 *b = bpf_map_lookup_elem(table, &slot);
-		if (!b)
+		__be32 *b = table ? bpf_map_lookup_elem(table, &slot) : 0;
+		if (!b) {
+			if (syn) // the kernel path takes this connection: no old entry may outlive its SYN
+				bpf_map_delete_elem(&flows, &fk);
 			return pass(STAT_NO_SLOT);
+		}
 		backend = *b;
-		flow_update(&fk, backend, now);
+		if (syn) { // one write, where a delete, a lookup and a write did the same
+			struct flow fresh = {.backend = backend, .seen_ns = now};
+			bpf_map_update_elem(&flows, &fk, &fresh, BPF_ANY);
+		} else {
+			flow_update(&fk, backend, now);
+		}
 		__u64 *n = bpf_map_lookup_elem(&service_flows, &id);
 		if (n)
 			__sync_fetch_and_add(n, 1);
 	}
 
 	// The outer packet must leave by this device, as the kernel path's would (its tunnel routes by
-	// the main table); the neighbour may still be unresolved: bpf_redirect_neigh resolves it.
+	// the main table, so the lookup goes there directly, past the policy rules the kernel path's
+	// marks use); the neighbour may still be unresolved: bpf_redirect_neigh resolves it.
 	struct bpf_fib_lookup fib = {
 	    .family = 2, // AF_INET
 	    .l4_protocol = IPPROTO_UDP,
@@ -313,7 +320,7 @@ int dsr_lb(struct __sk_buff *skb)
 	    .ipv4_src = cfg->addr,
 	    .ipv4_dst = backend,
 	};
-	long rc = bpf_fib_lookup(skb, &fib, sizeof(fib), BPF_FIB_LOOKUP_OUTPUT);
+	long rc = bpf_fib_lookup(skb, &fib, sizeof(fib), BPF_FIB_LOOKUP_OUTPUT | BPF_FIB_LOOKUP_DIRECT);
 	if (rc == BPF_FIB_LKUP_RET_FRAG_NEEDED)
 		return pass(STAT_TOO_BIG);
 	if ((rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH) || fib.ifindex != skb->ifindex)
