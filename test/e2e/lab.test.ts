@@ -16,6 +16,7 @@ import {
   curlSpread,
   execCommand,
   labDir,
+  labNamespace,
   labNodeLayout,
   type LabPlan,
   routerNextHops,
@@ -202,6 +203,14 @@ describe("the lab: npm run lab's stack, end to end", () => {
       expect(Object.keys(spread.lbNodes).sort()).toEqual(["lb1", "lb2", "lb3"]);
       expect(Object.keys(spread.backends)).toHaveLength(3);
       for (const backend of Object.keys(spread.backends)) expect(backend).toMatch(/^10\.244\.\d+\.\d+$/);
+
+      // The router's bridge is a switch: no netfilter on the frames it bridges (br_netfilter starts
+      // every namespace with it on; a kernel without br_netfilter has nothing to turn off).
+      const router = labNamespace(plan, plan.router.netns);
+      const bridgeNf = existsSync("/proc/sys/net/bridge")
+        ? await router.sysctl("net.bridge.bridge-nf-call-iptables")
+        : "no br_netfilter";
+      expect(bridgeNf).toMatch(/^(0|no br_netfilter)$/);
     },
     UP_MS,
   );

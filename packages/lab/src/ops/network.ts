@@ -1,7 +1,7 @@
 // The lab's network: the router's namespace holding the node network's bridge, the client behind
 // the router, and the control plane's namespace on the node network. Nodes plug in later (node.ts).
 import { randomUUID } from "node:crypto";
-import { rmSync } from "node:fs";
+import { existsSync, rmSync } from "node:fs";
 import type { LabPlan } from "../labPlan.ts";
 import { deleteNamespacesNow } from "../netns/netnsLab.ts";
 import { freshNamespace, labDir, labNamespace, namespaceExists, plugIntoNodeNetwork } from "./fabric.ts";
@@ -23,6 +23,14 @@ export async function create({ plan }: NetworkSpec): Promise<NetworkState> {
     // Hash on ports too (L4), so one client's flows spread over the LB nodes (ECMP paper, 4.2).
     await router.sysctl("net.ipv4.fib_multipath_hash_policy", "1");
     await router.ip("link", "add", plan.router.bridge, "type", "bridge");
+    // The bridge is the node network's switch, and a switch runs no netfilter. A namespace starts
+    // with br_netfilter's bridge-nf-call-* on (what a Kubernetes node's pod bridge needs), which
+    // gives every bridged IPv4 frame netfilter's hooks and a route lookup on the way: a cost the
+    // wire between real machines does not put on their CPUs, and one the LB path's extra hop
+    // pays twice in the lab's benchmarks. (Absent without br_netfilter: nothing to turn off.)
+    if (existsSync("/proc/sys/net/bridge"))
+      for (const table of ["iptables", "ip6tables", "arptables"])
+        await router.sysctl(`net.bridge.bridge-nf-call-${table}`, "0");
     await router.configure(plan.router.bridge, `${plan.router.ip}/${plan.prefixLength}`);
 
     const client = await freshNamespace(plan, plan.client.netns, false);
