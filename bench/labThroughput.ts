@@ -67,6 +67,8 @@ interface Run {
   rps: number;
   failures: number;
   cpuMsPerRequest: number;
+  /** CPU the hypervisor gave others while this machine's wanted to run, per request: not in the busy CPU. */
+  stealMsPerRequest: number;
   /** Connections the backends' servers dropped with their accept queue full (each costs a 1 s retry). */
   backlogDrops: number;
   /** Where that busy CPU went, ms per request: per group of the lab's processes, the load client, and the rest. */
@@ -131,9 +133,11 @@ async function load(
   const overflowsBefore = overflowsOf(before, DEMO_SERVER);
   const clientBefore = childrenSeconds();
   const started = performance.now();
-  const { result: r, busyS } = await busyDuring(() =>
-    runLoad(rig.plan.client.netns, { urls, connections, seconds, intervalMs: 0 }),
-  );
+  const {
+    result: r,
+    busyS,
+    stealS,
+  } = await busyDuring(() => runLoad(rig.plan.client.netns, { urls, connections, seconds, intervalMs: 0 }));
   const elapsedS = (performance.now() - started) / 1000;
   const after = snapshot();
   const where = cpuBreakdown({
@@ -148,6 +152,7 @@ async function load(
     rps: r.requests / seconds,
     failures: r.failures.length,
     cpuMsPerRequest: (1000 * busyS) / Math.max(1, r.requests),
+    stealMsPerRequest: (1000 * stealS) / Math.max(1, r.requests),
     backlogDrops: overflowsOf(after, DEMO_SERVER) - overflowsBefore,
     where,
   };
@@ -252,6 +257,7 @@ async function main(): Promise<void> {
         failures: each((r) => r.failures).reduce((a, b) => a + b, 0),
         backlogDrops: each((r) => r.backlogDrops).reduce((a, b) => a + b, 0),
         cpuMsPerRequest: median(each((r) => r.cpuMsPerRequest)),
+        stealMsPerRequest: median(each((r) => r.stealMsPerRequest)),
         ratio: median(each((r) => r.ratio)),
         ratioRange: range(each((r) => r.ratio)),
         lbCpuMsPerRequest: median(each((r) => r.lbCpuMsPerRequest)),
@@ -290,10 +296,11 @@ async function main(): Promise<void> {
     `portable-lb's data plane: ${lbMode}`,
     `${CONNECTIONS_PER_BACKEND} client connections per backend pod at a time, back to back (a new connection per request: the demo pods and nginx close them), ${seconds} s per run, ${rounds} round(s) of the three ways per backend count`,
     "figures: medians over the rounds; ratios and costs are taken within each round (range in brackets)",
-    "busy CPU: the whole machine's (/proc/stat) per request; LB cost: that minus direct-to-pod's",
+    "busy CPU: the whole machine's (/proc/stat, steal apart) per request; LB cost: that minus direct-to-pod's",
+    "steal: CPU time the hypervisor gave other guests meanwhile, per request (the host's noise, not counted as busy)",
     "targets (portable-lb): >= 0.9x direct's requests/s with dsr; LB cost <= 0.2x nginx's",
     "",
-    "backends  mode          requests/s  ratio to direct (range)  failures  backlog drops  busy CPU ms/req  LB cost ms/req  cost vs nginx (range)",
+    "backends  mode          requests/s  ratio to direct (range)  failures  backlog drops  busy CPU ms/req  steal ms/req  LB cost ms/req  cost vs nginx (range)",
     ...rows.map((r) =>
       [
         String(r.backends).padStart(8),
@@ -303,6 +310,7 @@ async function main(): Promise<void> {
         String(r.failures).padStart(9),
         String(r.backlogDrops).padStart(13),
         r.cpuMsPerRequest.toFixed(3).padStart(15),
+        r.stealMsPerRequest.toFixed(3).padStart(12),
         (r.mode === "direct" ? "-" : r.lbCpuMsPerRequest.toFixed(3)).padStart(14),
         (r.mode === "portable-lb" ? `${r.costVsNginx.toFixed(2)} (${r.costRange})` : "-").padStart(21),
       ].join("  "),
