@@ -1,8 +1,9 @@
 // Throughput against the number of backend pods, on the lab (the thesis's Fig. 6.4): the client
-// sends requests back to back to the demo web service three ways, on a new connection each (the
+// sends requests back to back to the demo web service four ways, on a new connection each (the
 // demo pods' server closes every connection after its answer):
-//   portable-lb  the VIP: router ECMP over the LB nodes, nftables in the LB pods
-//   direct       the pods' own addresses, the client spreading its connections over them (no LB)
+//   portable-lb    the VIP: router ECMP over the LB nodes, the LB pods' data plane
+//   direct         the pods' own addresses, each client connection kept on one pod (no LB)
+//   direct-random  the pods' own addresses, each new connection to a pod picked at random (no LB)
 //   nginx        nginx as the load balancer on an LB node (proxying to the pods; the thesis's baseline)
 // nginx closes its client connections after each answer too (keepalive_timeout 0): kept alive, they
 // would spare the client the handshakes the other two ways pay, and measure that instead of the LB.
@@ -10,10 +11,14 @@
 // This machine has two CPUs shared by the client, the LBs and the pods, so absolute figures say
 // little; the report gives each way's ratio to direct-to-pod at the same backend count, and what
 // the load balancing itself costs: the whole machine's busy CPU per request (/proc/stat, over each
-// run) minus direct-to-pod's, and that cost as a share of nginx's. portable-lb runs in the lab's
+// run) minus direct-to-pod's, and that cost as a share of nginx's, against both direct ways. They
+// differ in the spread: `direct` gives each pod the same share of the open connections all the
+// time, which no balancer of new connections does; behind the VIP (or nginx) a pod's share varies
+// from moment to moment, as with `direct-random`, and its server then sleeps and wakes more often
+// per request (measured: ~2 more context switches per request with 3 pods, either way). portable-lb runs in the lab's
 // data-plane mode (named in the report): once per mode sets DSR and SNAT side by side.
 // The machine's own noise is as large as the differences, so each backend count runs in rounds:
-// every round runs the three ways back to back (in a rotated order), the ratios are taken within a
+// every round runs the four ways back to back (in a rotated order), the ratios are taken within a
 // round, and the report gives their median and range over the rounds. The client keeps 6
 // connections per backend pod open, enough to keep both CPUs busy. The report counts connections
 // the pods' server dropped with its accept queue full (lib/listenOverflows.ts), each a 1 s TCP retry
@@ -58,8 +63,16 @@ const DEMO_SERVER = "demo-web";
 const NGINX_PORT = 8081;
 /** Enough to keep both CPUs busy (and the figures comparable with runs on busybox's httpd). */
 const CONNECTIONS_PER_BACKEND = 6;
-const MODES = ["portable-lb", "direct", "nginx"] as const;
+const MODES = ["portable-lb", "direct", "direct-random", "nginx"] as const;
 type Mode = (typeof MODES)[number];
+/**
+ * The two direct-to-pod baselines. `direct` keeps each client connection on one pod, an even and
+ * steady spread no balancer of new connections gives; `direct-random` sends each new connection to
+ * a pod picked at random, the spread a hash-based balancer gives (Maglev, ECMP, IPVS's mh), so a
+ * pod's share of the open connections varies from moment to moment as it does behind the VIP.
+ */
+const BASELINES = ["direct", "direct-random"] as const;
+type Baseline = (typeof BASELINES)[number];
 interface Run {
   mode: Mode;
   backends: number;
@@ -126,6 +139,7 @@ async function load(
   rig: LabRig,
   snapshot: () => ProcessSample[],
   urls: string[],
+  spread: "fixed" | "random",
   connections: number,
   seconds: number,
 ): Promise<Omit<Run, "mode" | "backends" | "round">> {
@@ -137,7 +151,9 @@ async function load(
     result: r,
     busyS,
     stealS,
-  } = await busyDuring(() => runLoad(rig.plan.client.netns, { urls, connections, seconds, intervalMs: 0 }));
+  } = await busyDuring(() =>
+    runLoad(rig.plan.client.netns, { urls, spread, connections, seconds, intervalMs: 0 }),
+  );
   const elapsedS = (performance.now() - started) / 1000;
   const after = snapshot();
   const where = cpuBreakdown({
@@ -208,12 +224,14 @@ async function main(): Promise<void> {
       const urls: Record<Mode, string[]> = {
         "portable-lb": [`http://${rig.vip}/`],
         direct: ips.map((ip) => `http://${ip}:${BACKEND_PORT}/`),
+        "direct-random": ips.map((ip) => `http://${ip}:${BACKEND_PORT}/`),
         nginx: [`http://${lbNode.ip}:${NGINX_PORT}/`],
       };
       for (let round = 0; round < rounds; round++) {
         // Rotated, so that no way always runs first (on a machine still settling) or last.
         for (const mode of MODES.map((_, i) => MODES[(i + round) % MODES.length]!)) {
-          const r = await load(rig, snapshot, urls[mode], count * CONNECTIONS_PER_BACKEND, seconds);
+          const spread = mode === "direct-random" ? "random" : "fixed";
+          const r = await load(rig, snapshot, urls[mode], spread, count * CONNECTIONS_PER_BACKEND, seconds);
           runs.push({ mode, backends: count, round, ...r });
           progress(
             `  round ${round + 1} ${mode.padEnd(12)} ${r.rps.toFixed(0).padStart(6)} requests/s, ${r.failures} failures, ${r.backlogDrops} backlog drops`,
@@ -234,18 +252,22 @@ async function main(): Promise<void> {
 
   const at = (mode: Mode, count: number, round: number) =>
     runs.find((r) => r.mode === mode && r.backends === count && r.round === round)!;
-  // Per run, against the direct-to-pod run of its own round.
-  const paired = runs.map((r) => {
-    const direct = at("direct", r.backends, r.round);
+  // Per run, against each direct-to-pod run of its own round.
+  const against = (r: Run, baseline: Baseline) => {
+    const direct = at(baseline, r.backends, r.round);
     // What balancing adds per request: its run's busy CPU per request beyond direct-to-pod's.
     const lbCpuMs = (x: Run) => x.cpuMsPerRequest - direct.cpuMsPerRequest;
     return {
-      ...r,
       ratio: r.rps / direct.rps,
       lbCpuMsPerRequest: lbCpuMs(r),
       costVsNginx: lbCpuMs(r) / lbCpuMs(at("nginx", r.backends, r.round)),
     };
-  });
+  };
+  const paired = runs.map((r) => ({
+    ...r,
+    ...against(r, "direct"),
+    random: against(r, "direct-random"),
+  }));
   const rows = counts.flatMap((backends) =>
     MODES.map((mode) => {
       const of = paired.filter((r) => r.mode === mode && r.backends === backends);
@@ -263,9 +285,17 @@ async function main(): Promise<void> {
         lbCpuMsPerRequest: median(each((r) => r.lbCpuMsPerRequest)),
         costVsNginx: median(each((r) => r.costVsNginx)),
         costRange: range(each((r) => r.costVsNginx)),
+        random: {
+          ratio: median(each((r) => r.random.ratio)),
+          ratioRange: range(each((r) => r.random.ratio)),
+          lbCpuMsPerRequest: median(each((r) => r.random.lbCpuMsPerRequest)),
+          costVsNginx: median(each((r) => r.random.costVsNginx)),
+          costRange: range(each((r) => r.random.costVsNginx)),
+        },
       };
     }),
   );
+  const isBaseline = (m: Mode) => (BASELINES as readonly Mode[]).includes(m);
   // Where each way's CPU went, per backend count: median ms per request over the rounds, by group.
   const breakdown = counts.flatMap((backends) => {
     const of = (mode: Mode) => runs.filter((r) => r.mode === mode && r.backends === backends);
@@ -279,11 +309,11 @@ async function main(): Promise<void> {
       }))
       .sort((a, b) => b.ms["portable-lb"] - a.ms["portable-lb"] || a.group.localeCompare(b.group));
     const width = Math.max(5, ...groups.map((g) => g.group.length));
-    const ms = (v: number) => v.toFixed(3).padStart(12);
+    const ms = (v: number) => v.toFixed(3).padStart(14);
     return [
       "",
       `where the busy CPU went with ${backends} backend(s), ms per request (medians over the rounds):`,
-      `${"group".padEnd(width)}  ${MODES.map((m) => m.padStart(12)).join("")}  ${"lb - direct".padStart(12)}${"nginx - direct".padStart(15)}`,
+      `${"group".padEnd(width)}  ${MODES.map((m) => m.padStart(14)).join("")}  ${"lb - direct".padStart(14)}${"nginx - direct".padStart(15)}`,
       ...groups.map(
         (g) =>
           `${g.group.padEnd(width)}  ${MODES.map((m) => ms(g.ms[m])).join("")}  ${ms(g.ms["portable-lb"] - g.ms.direct)}${ms(g.ms.nginx - g.ms.direct).padStart(15)}`,
@@ -294,11 +324,12 @@ async function main(): Promise<void> {
     "portable-lb on the lab: throughput vs backend pods (cf. thesis Fig. 6.4)",
     `machine: ${machine.cpus} x ${machine.cpuModel} (client, LBs and pods share it: read the ratios)`,
     `portable-lb's data plane: ${lbMode}`,
-    `${CONNECTIONS_PER_BACKEND} client connections per backend pod at a time, back to back (a new connection per request: the demo pods and nginx close them), ${seconds} s per run, ${rounds} round(s) of the three ways per backend count`,
+    `${CONNECTIONS_PER_BACKEND} client connections per backend pod at a time, back to back (a new connection per request: the demo pods and nginx close them), ${seconds} s per run, ${rounds} round(s) of the four ways per backend count`,
     "figures: medians over the rounds; ratios and costs are taken within each round (range in brackets)",
     "busy CPU: the whole machine's (/proc/stat, steal apart) per request; LB cost: that minus direct-to-pod's",
+    "direct: each client connection stays on one pod (an even, steady spread); direct-random: each new connection to a pod at random (a hash-based balancer's spread)",
     "steal: CPU time the hypervisor gave other guests meanwhile, per request (the host's noise, not counted as busy)",
-    "targets (portable-lb): >= 0.9x direct's requests/s with dsr; LB cost <= 0.2x nginx's",
+    "targets (portable-lb): >= 0.9x direct's requests/s with dsr; LB cost <= 0.2x nginx's (against either baseline below)",
     "",
     "backends  mode          requests/s  ratio to direct (range)  failures  backlog drops  busy CPU ms/req  steal ms/req  LB cost ms/req  cost vs nginx (range)",
     ...rows.map((r) =>
@@ -311,10 +342,27 @@ async function main(): Promise<void> {
         String(r.backlogDrops).padStart(13),
         r.cpuMsPerRequest.toFixed(3).padStart(15),
         r.stealMsPerRequest.toFixed(3).padStart(12),
-        (r.mode === "direct" ? "-" : r.lbCpuMsPerRequest.toFixed(3)).padStart(14),
+        (isBaseline(r.mode) ? "-" : r.lbCpuMsPerRequest.toFixed(3)).padStart(14),
         (r.mode === "portable-lb" ? `${r.costVsNginx.toFixed(2)} (${r.costRange})` : "-").padStart(21),
       ].join("  "),
     ),
+    "",
+    "against direct-random (each connection to a pod at random, as behind the VIP and nginx):",
+    "backends  mode          ratio to direct-random (range)  LB cost ms/req  cost vs nginx (range)",
+    ...rows
+      .filter((r) => !isBaseline(r.mode))
+      .map((r) =>
+        [
+          String(r.backends).padStart(8),
+          r.mode.padEnd(12),
+          `${r.random.ratio.toFixed(2)} (${r.random.ratioRange})`.padStart(31),
+          r.random.lbCpuMsPerRequest.toFixed(3).padStart(14),
+          (r.mode === "portable-lb"
+            ? `${r.random.costVsNginx.toFixed(2)} (${r.random.costRange})`
+            : "-"
+          ).padStart(21),
+        ].join("  "),
+      ),
     ...breakdown,
   ].join("\n");
   await writeRunFiles(runDir, {
@@ -331,10 +379,10 @@ async function main(): Promise<void> {
     csv: {
       name: "results.csv",
       header:
-        "mode,backends,requests_per_s,ratio_to_direct,failures,busy_cpu_ms_per_request,lb_cpu_ms_per_request",
+        "mode,backends,requests_per_s,ratio_to_direct,failures,busy_cpu_ms_per_request,lb_cpu_ms_per_request,ratio_to_direct_random,lb_cpu_ms_per_request_vs_random",
       rows: rows.map(
         (r) =>
-          `${r.mode},${r.backends},${r.rps.toFixed(1)},${r.ratio.toFixed(3)},${r.failures},${r.cpuMsPerRequest.toFixed(4)},${r.lbCpuMsPerRequest.toFixed(4)}`,
+          `${r.mode},${r.backends},${r.rps.toFixed(1)},${r.ratio.toFixed(3)},${r.failures},${r.cpuMsPerRequest.toFixed(4)},${r.lbCpuMsPerRequest.toFixed(4)},${r.random.ratio.toFixed(3)},${r.random.lbCpuMsPerRequest.toFixed(4)}`,
       ),
     },
     chart: {

@@ -4,6 +4,9 @@
 // back, for throughput); a request that fails ends that connection (the agent opens a new one).
 // With --fresh every request opens a connection of its own (new source port), so an ECMP change
 // can cost at most the requests in flight (the fault tests), not every moved keep-alive connection.
+// With --spread random each request goes to one of the --url at random instead (a new connection
+// per request, as the demo's server closes them, lands on a pod picked afresh: how a hash-based
+// balancer spreads connections, so a pod's share of the open ones varies from moment to moment).
 // With --trickle-ms every request is a connection of its own that sends its header a line at a time
 // over that long before the server answers: a connection that lives that long whatever the server
 // (the lab's demo server closes every connection after one answer), so an LB change finds every
@@ -22,6 +25,7 @@ const { values } = parseArgs({
   options: {
     // Several: connection i uses the i-th modulo their number (clients spreading over pods themselves).
     url: { type: "string", multiple: true },
+    spread: { type: "string", default: "fixed" },
     connections: { type: "string", default: "60" },
     "interval-ms": { type: "string", default: "50" },
     seconds: { type: "string", default: "60" },
@@ -31,6 +35,10 @@ const { values } = parseArgs({
 });
 if (!values.url?.length) throw new Error("--url is required");
 const urls = values.url.map((u) => new URL(u));
+if (values.spread !== "fixed" && values.spread !== "random")
+  throw new Error(`--spread: fixed or random (got ${values.spread})`);
+const pick = (own: URL) =>
+  values.spread === "random" ? urls[Math.floor(Math.random() * urls.length)]! : own;
 const intervalMs = Number(values["interval-ms"]);
 const trickleMs = Number(values["trickle-ms"]);
 /** Between two lines of a trickled header. */
@@ -122,7 +130,7 @@ async function connection(index: number, url: URL): Promise<void> {
   while (Date.now() < deadline) {
     const sent = Date.now();
     try {
-      await (trickleMs > 0 ? getTrickled(url) : get(agent, url, index));
+      await (trickleMs > 0 ? getTrickled(pick(url)) : get(agent, pick(url), index));
       requests++;
       const second = Math.floor((Date.now() - started) / 1000);
       if (second < perSecond.length) perSecond[second]!++;

@@ -6,6 +6,8 @@ import { repoRoot } from "../../test/harness/repoRoot.ts";
 
 export interface LoadOptions {
   urls: string[];
+  /** How requests spread over several urls (see keepAliveClient.ts): connection i to the i-th, or each at random. */
+  spread?: "fixed" | "random";
   connections: number;
   seconds: number;
   /** Between one connection's requests; 0 sends them back to back (throughput). */
@@ -36,6 +38,7 @@ export async function runLoad(netns: string, o: LoadOptions): Promise<LoadResult
       ...["netns", "exec", netns, process.execPath, "--disable-warning=MODULE_TYPELESS_PACKAGE_JSON"],
       join(repoRoot(), "bench/lib/keepAliveClient.ts"),
       ...o.urls.flatMap((u) => ["--url", u]),
+      ...(o.spread ? ["--spread", o.spread] : []),
       ...["--connections", String(o.connections), "--interval-ms", String(o.intervalMs)],
       ...["--seconds", String(o.seconds)],
       ...(o.fresh ? ["--fresh"] : []),
