@@ -4,7 +4,7 @@
 //   portable-lb    the VIP: router ECMP over the LB nodes, the LB pods' data plane
 //   direct         the pods' own addresses, each client connection kept on one pod (no LB)
 //   direct-random  the pods' own addresses, each new connection to a pod picked at random (no LB)
-//   nginx        nginx as the load balancer on an LB node (proxying to the pods; the thesis's baseline)
+//   nginx          nginx as the load balancer on an LB node (proxying to the pods; the thesis's baseline)
 // nginx closes its client connections after each answer too (keepalive_timeout 0): kept alive, they
 // would spare the client the handshakes the other two ways pay, and measure that instead of the LB.
 // Nor does it keep connections to the pods (the pods close them; nginx reused closed ones and failed).
@@ -15,8 +15,9 @@
 // differ in the spread: `direct` gives each pod the same share of the open connections all the
 // time, which no balancer of new connections does; behind the VIP (or nginx) a pod's share varies
 // from moment to moment, as with `direct-random`, and its server then sleeps and wakes more often
-// per request (measured: ~2 more context switches per request with 3 pods, either way). portable-lb runs in the lab's
-// data-plane mode (named in the report): once per mode sets DSR and SNAT side by side.
+// per request (measured: ~2 more context switches per request with 3 pods, either way).
+// portable-lb runs in the lab's data-plane mode (named in the report): once per mode sets DSR and
+// SNAT side by side.
 // The machine's own noise is as large as the differences, so each backend count runs in rounds:
 // every round runs the four ways back to back (in a rotated order), the ratios are taken within a
 // round, and the report gives their median and range over the rounds. The client keeps 6
@@ -272,6 +273,14 @@ async function main(): Promise<void> {
     MODES.map((mode) => {
       const of = paired.filter((r) => r.mode === mode && r.backends === backends);
       const each = (f: (r: (typeof of)[number]) => number) => of.map(f);
+      // Medians and ranges over the rounds of one baseline's ratios and costs.
+      const versus = (pick: (r: (typeof of)[number]) => ReturnType<typeof against>) => ({
+        ratio: median(each((r) => pick(r).ratio)),
+        ratioRange: range(each((r) => pick(r).ratio)),
+        lbCpuMsPerRequest: median(each((r) => pick(r).lbCpuMsPerRequest)),
+        costVsNginx: median(each((r) => pick(r).costVsNginx)),
+        costRange: range(each((r) => pick(r).costVsNginx)),
+      });
       return {
         mode,
         backends,
@@ -280,18 +289,8 @@ async function main(): Promise<void> {
         backlogDrops: each((r) => r.backlogDrops).reduce((a, b) => a + b, 0),
         cpuMsPerRequest: median(each((r) => r.cpuMsPerRequest)),
         stealMsPerRequest: median(each((r) => r.stealMsPerRequest)),
-        ratio: median(each((r) => r.ratio)),
-        ratioRange: range(each((r) => r.ratio)),
-        lbCpuMsPerRequest: median(each((r) => r.lbCpuMsPerRequest)),
-        costVsNginx: median(each((r) => r.costVsNginx)),
-        costRange: range(each((r) => r.costVsNginx)),
-        random: {
-          ratio: median(each((r) => r.random.ratio)),
-          ratioRange: range(each((r) => r.random.ratio)),
-          lbCpuMsPerRequest: median(each((r) => r.random.lbCpuMsPerRequest)),
-          costVsNginx: median(each((r) => r.random.costVsNginx)),
-          costRange: range(each((r) => r.random.costVsNginx)),
-        },
+        ...versus((r) => r),
+        random: versus((r) => r.random),
       };
     }),
   );
