@@ -42,6 +42,8 @@ async function main() {
 
   // The lab's router peers with the reflectors using exactly what a user would paste into theirs.
   if (lab && cluster.routerConfig) lab.router(cluster.routerConfig, { dependsOn: [cluster] });
+  // Its cluster DNS, as kubeadm's clusters have: pods on the pod network once flannel runs.
+  lab?.clusterDns({ provider: cluster.provider, dependsOn: [cluster.flannel] });
   const demo =
     demoApp &&
     new DemoWebApp(

@@ -2,7 +2,7 @@
 // their own IP, behind a LoadBalancer Service of portable-lb's class, so a client sees which backend
 // served it. The container is the lab's demo-web image (scripts/image/demo-web: a small Go server),
 // imported into every lab node's containerd.
-import { LoadBalancerService, type VipPool } from "@portable-lb/core";
+import { LoadBalancerService, restrictedPodSecurityContext, type VipPool } from "@portable-lb/core";
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
 import { labImage } from "./node/labImages.ts";
@@ -52,9 +52,7 @@ export class DemoWebApp extends pulumi.ComponentResource {
             spec: {
               ...(args.nodeSelector && { nodeSelector: args.nodeSelector }),
               securityContext: {
-                runAsNonRoot: true,
-                runAsUser: 65534,
-                seccompProfile: { type: "RuntimeDefault" },
+                ...restrictedPodSecurityContext(65534),
                 sysctls: [{ name: "net.ipv4.ip_unprivileged_port_start", value: String(DEMO_PORT) }],
               },
               containers: [

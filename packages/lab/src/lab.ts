@@ -11,6 +11,7 @@ import {
 } from "@portable-lb/core";
 import * as pulumi from "@pulumi/pulumi";
 import { builtLbImage } from "./builtLbImage.ts";
+import { ClusterDns } from "./clusterDns.ts";
 import { labImage, labNodeImages } from "./node/labImages.ts";
 import { labPlan, type LabEnvironmentConfig, type LabPlan } from "./labPlan.ts";
 import { LabResource } from "./labResource.ts";
@@ -76,13 +77,28 @@ export class Lab extends pulumi.ComponentResource {
       kind: "lab",
       platform: "lab",
       kubeconfig: this.kubeconfig,
-      bgp: { routers: [plan.router.ip] },
+      // One router for every platform of the site: its id is the site's, the names in its config each
+      // platform's own.
+      bgp: { routers: [plan.router.ip], routerId: plan.router.routerId, platformName: plan.name },
       lbNodeCount: args.environment.lbNodes,
       dependsOn: nodes,
       lbImage: builtLbImage().ref,
       flannelImage: labImage("flannel").ref,
+      // A lab whose machine crashed has no cluster to delete objects from until its next up.
+      deleteUnreachable: true,
+      // Healing the control plane rewrites its outputs, so its kubeconfig is unknown at preview.
+      clusterIdentifier: `lab/${plan.name}`,
     };
     this.registerOutputs({ kubeconfig: this.kubeconfig });
+  }
+
+  /** The cluster's DNS (kubeadm's CoreDNS), deployed through the cluster's `provider`. */
+  clusterDns(opts: pulumi.ComponentResourceOptions): ClusterDns {
+    return new ClusterDns(
+      `${this.plan.name}-dns`,
+      { clusterIp: this.plan.clusterDns },
+      { parent: this, ...opts },
+    );
   }
 
   /** Starts the lab's upstream router with `config` (PortableCluster's `routerConfig`). */

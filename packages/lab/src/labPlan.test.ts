@@ -19,17 +19,44 @@ describe("labPlan", () => {
     expect(plan.client).toEqual({ netns: "plb-lab-client", ip: "198.18.0.2", cidr: "198.18.0.0/24" });
     expect(plan.controlPlane).toMatchObject({ netns: "plb-lab-cp", ip: "192.168.100.2", port: 6443 });
     expect(plan.nodes.map((n) => [n.name, n.ip, n.netns, n.fabricIface])).toEqual([
-      ["lb1", "192.168.100.11", "plb-lab-lb1", "vh11"],
-      ["lb2", "192.168.100.12", "plb-lab-lb2", "vh12"],
-      ["lb3", "192.168.100.13", "plb-lab-lb3", "vh13"],
-      ["worker1", "192.168.100.21", "plb-lab-worker1", "vh21"],
-      ["worker2", "192.168.100.22", "plb-lab-worker2", "vh22"],
-      ["worker3", "192.168.100.23", "plb-lab-worker3", "vh23"],
+      ["lb1", "192.168.100.11", "plb-lab-lb1", "plb-lab-11"],
+      ["lb2", "192.168.100.12", "plb-lab-lb2", "plb-lab-12"],
+      ["lb3", "192.168.100.13", "plb-lab-lb3", "plb-lab-13"],
+      ["worker1", "192.168.100.21", "plb-lab-worker1", "plb-lab-21"],
+      ["worker2", "192.168.100.22", "plb-lab-worker2", "plb-lab-22"],
+      ["worker3", "192.168.100.23", "plb-lab-worker3", "plb-lab-23"],
     ]);
     expect(plan.reflectors).toEqual([
       { node: "worker1", address: "192.168.100.21" },
       { node: "worker2", address: "192.168.100.22" },
     ]);
+  });
+
+  it("puts a second platform behind the first one's router and client (its site)", () => {
+    const first = labPlan(parseLabEnvironment({ kind: "lab" }), network);
+    const second = labPlan(parseLabEnvironment({ kind: "lab", name: "plb-lab-b", site: "plb-lab" }), {
+      ...network,
+      nodeCidr: "192.168.101.0/24",
+    });
+    expect(second.site).toBe("plb-lab");
+    expect(second.router.netns).toBe(first.router.netns);
+    expect(second.client).toEqual(first.client);
+    // Its own node network and bridge on the router, the same router identity.
+    expect(second.router).toMatchObject({
+      ip: "192.168.101.1",
+      bridge: "br-plb-lab-b",
+      routerId: "198.18.0.1",
+    });
+    expect(first.router).toMatchObject({ ip: "192.168.100.1", bridge: "br-plb-lab", routerId: "198.18.0.1" });
+    expect(second.controlPlane).toMatchObject({ netns: "plb-lab-b-cp", fabricIface: "plb-lab-b-2" });
+    // No interface in the router's namespace is named twice.
+    const ifaces = (p: typeof first) => [
+      p.router.bridge,
+      p.controlPlane.fabricIface,
+      ...p.nodes.map((n) => n.fabricIface),
+    ];
+    const all = [...ifaces(first), ...ifaces(second), first.router.clientIface];
+    expect(new Set(all).size).toBe(all.length);
   });
 
   it("labels LB nodes for the LB pods and every node with its role", () => {
@@ -92,5 +119,6 @@ describe("labPlan", () => {
   it("refuses bad environment fields at preview time, naming them", () => {
     expect(() => parseLabEnvironment({ kind: "lab", lbNodes: 0 })).toThrow(/environment\.lbNodes/);
     expect(() => parseLabEnvironment({ kind: "lab", name: "Lab_1" })).toThrow(/environment\.name/);
+    expect(() => parseLabEnvironment({ kind: "lab", site: "Site!" })).toThrow(/environment\.site/);
   });
 });

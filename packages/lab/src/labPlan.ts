@@ -6,6 +6,10 @@
 //                                                          ├── control plane  (host .2, API :6443)
 //                                                          ├── lb1…lbN        (hosts .11…, LB label)
 //                                                          └── worker1…workerM (hosts .21…; reflectors)
+//
+// The router and the client are the lab's *site*: a second platform (its own name, node network,
+// control plane and nodes) joins the site of the first (`environment.site`), and the router then
+// holds one bridge per platform, as two clusters behind one data centre's (or one WAN's) router.
 import {
   ConfigError,
   cidrRange,
@@ -27,6 +31,17 @@ export const labEnvironmentSchema = z.object({
       error: "must be 1-12 characters of a-z, 0-9 and '-', starting with a letter",
     })
     .default("plb-lab"),
+  /**
+   * The site (router and client) the platform sits behind; default its own name. A platform naming
+   * another one's site joins it: one upstream router and one client for both.
+   */
+  site: z
+    .string()
+    .regex(/^[a-z][a-z0-9-]{0,11}$/, {
+      error:
+        "must be 1-12 characters of a-z, 0-9 and '-', starting with a letter (the other platform's name)",
+    })
+    .optional(),
   /** Nodes that carry the LB label and run the LB pods. */
   lbNodes: z.number().int().min(1).max(9).default(3),
   /** Nodes for everything else: the route reflectors (on the first ones) and the apps. */
@@ -51,18 +66,34 @@ export interface LabNodePlan {
   /** `ip netns` name. */
   netns: string;
   ip: string;
-  /** The node's interface in the router's namespace (on the node network bridge). */
+  /** The node's interface in the router's namespace (on this platform's bridge there). */
   fabricIface: string;
   labels: Record<string, string>;
 }
 
 export interface LabPlan {
   name: string;
+  /** The site's name: the router's and the client's namespaces are named after it. */
+  site: string;
   nodeCidr: string;
   prefixLength: number;
   podCidr: string;
   serviceCidr: string;
-  router: { netns: string; ip: string; bridge: string; clientIp: string; clientIface: string };
+  /** The cluster DNS Service's address (the kubelets' clusterDNS), .10 of the service range as kubeadm's. */
+  clusterDns: string;
+  /**
+   * `ip`: the router's address on this platform's node network (the BGP peer its reflectors see);
+   * `routerId`: the same for every platform of the site (its client-side address), so a platform
+   * joining never changes the router's BGP identity.
+   */
+  router: {
+    netns: string;
+    ip: string;
+    routerId: string;
+    bridge: string;
+    clientIp: string;
+    clientIface: string;
+  };
   client: { netns: string; ip: string; cidr: string };
   controlPlane: { netns: string; ip: string; port: number; fabricIface: string; hostPort: number };
   nodes: LabNodePlan[];
@@ -98,6 +129,9 @@ export function labPlan(
       `environment.reflectors: each route reflector needs a worker node of its own (got ${env.reflectors} with ${env.workerNodes} workers); lower reflectors or raise workerNodes`,
     );
 
+  const site = env.site ?? env.name;
+  // The router holds every platform's links: names carry the platform's, `<name>-<host>` (≤ 15).
+  const fabricIface = (hostPart: number) => `${env.name}-${hostPart}`;
   const node = (role: "lb" | "worker", i: number): LabNodePlan => {
     const hostPart = (role === "lb" ? 10 : 20) + i;
     return {
@@ -105,7 +139,7 @@ export function labPlan(
       role,
       netns: `${env.name}-${role}${i}`,
       ip: host(network.nodeCidr, hostPart),
-      fabricIface: `vh${hostPart}`,
+      fabricIface: fabricIface(hostPart),
       labels: { [LAB_ROLE_LABEL]: role, ...(role === "lb" && { [LB_NODE_LABEL]: "true" }) },
     };
   };
@@ -116,23 +150,26 @@ export function labPlan(
   const workers = nodes.filter((n) => n.role === "worker");
   return {
     name: env.name,
+    site,
     nodeCidr: network.nodeCidr,
     prefixLength,
     podCidr: network.podCidr,
     serviceCidr: network.serviceCidr,
+    clusterDns: host(network.serviceCidr, 10),
     router: {
-      netns: `${env.name}-router`,
+      netns: `${site}-router`,
       ip: host(network.nodeCidr, 1),
-      bridge: "nodes",
+      routerId: host(env.clientCidr, 1),
+      bridge: `br-${env.name}`,
       clientIp: host(env.clientCidr, 1),
       clientIface: "vclient",
     },
-    client: { netns: `${env.name}-client`, ip: host(env.clientCidr, 2), cidr: env.clientCidr },
+    client: { netns: `${site}-client`, ip: host(env.clientCidr, 2), cidr: env.clientCidr },
     controlPlane: {
       netns: `${env.name}-cp`,
       ip: host(network.nodeCidr, 2),
       port: API_PORT,
-      fabricIface: "vh2",
+      fabricIface: fabricIface(2),
       hostPort: env.apiPort,
     },
     nodes,

@@ -44,13 +44,19 @@ function provider(module: string): pulumi.dynamic.ResourceProvider {
   /* eslint-disable @typescript-eslint/no-require-imports */
   const load = () => require(module) as LabOps<unknown, unknown>;
   const same = (a: unknown, b: unknown) => (require("node:util") as typeof nodeUtil).isDeepStrictEqual(a, b);
-  /* eslint-enable @typescript-eslint/no-require-imports */
   return {
     async create(inputs: Props) {
       const state = await load().create(inputs.spec);
       return { id: `${Date.now().toString(36)}`, outs: { spec: inputs.spec, state } };
     },
     async diff(_id: string, olds: Props, news: Props) {
+      // In a preview an input that waits on another piece is unknown: no ops can judge it yet (the
+      // update diffs again with it known).
+      const UNKNOWN = (require("@pulumi/pulumi") as typeof pulumi).runtime.unknownValue;
+      const unknown = (v: unknown): boolean =>
+        v === UNKNOWN || (typeof v === "object" && v !== null && Object.values(v).some(unknown));
+      /* eslint-enable @typescript-eslint/no-require-imports */
+      if (news.spec === undefined || unknown(news.spec)) return { changes: true };
       const ops = load();
       const changed = !same(olds.spec, news.spec);
       if (!changed && (await ops.healthy(olds.spec, olds.state))) return { changes: false };

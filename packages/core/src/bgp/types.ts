@@ -51,6 +51,11 @@ export interface UpstreamRouterConfigInput {
   bfd: BfdTimers;
   timers: BgpTimers;
   password?: string;
+  /**
+   * Names this platform's peer group, BFD profile and route-map (`portable-lb-<name>-…`), so the
+   * snippets of several platforms can sit side by side in one router's config.
+   */
+  platformName?: string;
 }
 
 export interface SpeakerConfigInput {

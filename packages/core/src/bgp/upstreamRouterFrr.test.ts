@@ -12,6 +12,27 @@ describe("renderUpstreamRouterFrr", () => {
     expect(conf).toContain(" neighbor portable-lb-reflectors timers 10 30\n");
   });
 
+  it("names its pieces after the platform, so two platforms' snippets share one router", () => {
+    // The names after peer-group, profile and route-map, comments aside.
+    const pieces = (conf: string) =>
+      [...conf.replace(/^\s*!.*$/gm, "").matchAll(/(?:peer-group|profile|route-map) (\S+)/g)]
+        .map((m) => m[1]!)
+        .sort();
+    const a = renderUpstreamRouterFrr({ ...routerPairInput, platformName: "plb-lab" });
+    const b = renderUpstreamRouterFrr({ ...routerPairInput, platformName: "plb-lab-b" });
+    expect(new Set(pieces(a))).toEqual(
+      new Set([
+        "portable-lb-plb-lab-reflectors",
+        "portable-lb-plb-lab",
+        "portable-lb-plb-lab-reflectors-out",
+      ]),
+    );
+    expect(pieces(a).filter((p) => pieces(b).includes(p))).toEqual([]);
+    expect(() => renderUpstreamRouterFrr({ ...routerPairInput, platformName: "a b" })).toThrow(
+      /platform name/,
+    );
+  });
+
   it("puts the password verbatim on the peer-group", () => {
     fc.assert(
       fc.property(quotablePassword, (password) => {

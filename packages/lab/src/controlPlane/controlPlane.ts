@@ -59,6 +59,9 @@ const BOOTSTRAP_FIX = "run scripts/bootstrap.sh (it builds the Kubernetes binari
 
 export class ControlPlaneError extends Error {}
 
+/** Who the API server is when it calls a kubelet. */
+const KUBELET_CLIENT_USER = "kube-apiserver-kubelet-client";
+
 /**
  * Starts an instance. Free ports are picked before the daemons bind them, so another process can
  * take one in between; such a lost race is retried with fresh ports (up to three attempts).
@@ -126,6 +129,9 @@ async function startOnce(opts: ControlPlaneOptions): Promise<ControlPlaneState> 
         { name: "admin", user: "portable-lb-admin", groups: ["system:masters"] },
         { name: "controller-manager", user: "system:kube-controller-manager", groups: [] },
         { name: "scheduler", user: "system:kube-scheduler", groups: [] },
+        // The API server's identity at the kubelets (logs, exec, port-forward): bound below to
+        // system:kubelet-api-admin, and to nothing else.
+        { name: "apiserver-kubelet-client", user: KUBELET_CLIENT_USER, groups: [] },
       ],
     );
     const kubeconfigFor = async (client: string, user: string): Promise<string> => {
@@ -202,6 +208,10 @@ async function startOnce(opts: ControlPlaneOptions): Promise<ControlPlaneState> 
         "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
         `--service-cluster-ip-range=${serviceCidr}`,
         "--authorization-mode=Node,RBAC",
+        // Kubelets are dialled at their InternalIP: a node's name resolves nowhere in a lab.
+        "--kubelet-preferred-address-types=InternalIP,Hostname",
+        `--kubelet-client-certificate=${pki.clients["apiserver-kubelet-client"]!.cert}`,
+        `--kubelet-client-key=${pki.clients["apiserver-kubelet-client"]!.key}`,
         // On a loopback address the endpoints reconciler would publish an unusable address; on a lab's
         // node network it publishes the one pods reach through the kubernetes Service.
         `--endpoint-reconciler-type=${opts.bindAddress ? "lease" : "none"}`,
@@ -210,6 +220,26 @@ async function startOnce(opts: ControlPlaneOptions): Promise<ControlPlaneState> 
       ],
       async () => (await get(`${state.server}/readyz`, clientTls(pki, "admin"))).status === 200,
     );
+
+    const binding = await send(
+      `${state.server}/apis/rbac.authorization.k8s.io/v1/clusterrolebindings`,
+      { ...clientTls(pki, "admin"), method: "POST" },
+      JSON.stringify({
+        apiVersion: "rbac.authorization.k8s.io/v1",
+        kind: "ClusterRoleBinding",
+        metadata: { name: "portable-lb:apiserver-kubelet-client" },
+        roleRef: {
+          apiGroup: "rbac.authorization.k8s.io",
+          kind: "ClusterRole",
+          name: "system:kubelet-api-admin",
+        },
+        subjects: [{ apiGroup: "rbac.authorization.k8s.io", kind: "User", name: KUBELET_CLIENT_USER }],
+      }),
+    );
+    if (binding.status !== 201 && binding.status !== 409)
+      throw new ControlPlaneError(
+        `control plane: could not bind the API server's kubelet client to system:kubelet-api-admin (HTTP ${binding.status}): ${binding.body}`,
+      );
 
     // The controller-manager and the scheduler are API clients with a local health endpoint.
     const launchClient = async (
@@ -349,9 +379,19 @@ function clientTls(pki: Pki, client: string): Tls {
 
 /** One bounded GET; connection errors count as "not ready yet" (status 0). */
 function get(url: string, tls: Tls = {}): Promise<{ status: number; body: string }> {
+  return send(url, { ...tls, method: "GET" });
+}
+
+/** One bounded request with an optional JSON body; a connection error is status 0. */
+function send(
+  url: string,
+  opts: Tls & { method: string },
+  body?: string,
+): Promise<{ status: number; body: string }> {
   return new Promise((resolve) => {
-    const send = url.startsWith("https:") ? request : httpRequest;
-    const req = send(url, { method: "GET", timeout: 2_000, ...tls }, (res) => {
+    const call = url.startsWith("https:") ? request : httpRequest;
+    const headers = body === undefined ? {} : { "content-type": "application/json" };
+    const req = call(url, { timeout: 2_000, headers, ...opts }, (res) => {
       let body = "";
       res.setEncoding("utf8");
       res.on("data", (d: string) => (body += d));
@@ -359,7 +399,7 @@ function get(url: string, tls: Tls = {}): Promise<{ status: number; body: string
     });
     req.on("timeout", () => req.destroy());
     req.on("error", () => resolve({ status: 0, body: "" }));
-    req.end();
+    req.end(body);
   });
 }
 

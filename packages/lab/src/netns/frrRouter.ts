@@ -7,13 +7,15 @@
 // They run as the `frr` user (FRR refuses a vty group it is not in), so their folder is a fresh
 // one under /tmp that user can write, removed by `stop`.
 import { execFileSync } from "node:child_process";
-import { chownSync, existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { chownSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { waitUntil } from "../processes.ts";
 import { NetnsError, type LabNamespace, type LabProcess } from "./netnsLab.ts";
 
 const FRR_BIN = "/usr/lib/frr";
+/** Debian's frr-pythontools. */
+const FRR_RELOAD = join(FRR_BIN, "frr-reload.py");
 const DAEMONS = ["zebra", "bfdd", "bgpd"] as const;
 type Daemon = (typeof DAEMONS)[number];
 
@@ -32,9 +34,15 @@ export class FrrRouter {
     this.dir = dir;
   }
 
-  /** Starts zebra, bfdd and bgpd in `ns` and applies `config` (frr.conf text). */
-  static async start(ns: LabNamespace, config: string): Promise<FrrRouter> {
-    const dir = mkdtempSync(join(tmpdir(), `plb-frr-${ns.name}-`));
+  /**
+   * Starts zebra, bfdd and bgpd in `ns` and applies `config` (frr.conf text); their folder is `dir`
+   * (made afresh) or a new one under /tmp.
+   */
+  static async start(ns: LabNamespace, config: string, dir?: string): Promise<FrrRouter> {
+    if (dir) {
+      rmSync(dir, { recursive: true, force: true });
+      mkdirSync(dir, { recursive: true });
+    } else dir = mkdtempSync(join(tmpdir(), `plb-frr-${ns.name}-`));
     const uid = Number(execFileSync("id", ["-u", "frr"], { encoding: "utf8" }).trim());
     const gid = Number(execFileSync("id", ["-g", "frr"], { encoding: "utf8" }).trim());
     chownSync(dir, uid, gid);
@@ -80,6 +88,20 @@ export class FrrRouter {
   /** Applies a configuration file through vtysh (each block reaches the daemon it belongs to). */
   vtyshFile(file: string): Promise<string> {
     return this.ns.run("vtysh", ["--vty_socket", this.dir, "-f", file]);
+  }
+
+  /**
+   * Brings the running daemons (whose folder is `dir`) to the configuration in `file` by the
+   * difference alone (FRR's frr-reload.py, as a router's `systemctl reload frr`): sessions the
+   * change does not touch stay up.
+   */
+  static async reload(ns: LabNamespace, dir: string, file: string): Promise<void> {
+    const r = await ns.exec("python3", [
+      ...[FRR_RELOAD, "--reload", "--stdout", "--log-level", "error"],
+      ...["--vty_socket", dir, "--rundir", dir, "--confdir", dir, "--bindir", "/usr/bin", file],
+    ]);
+    if (r.code !== 0)
+      throw new NetnsError(`${ns.netns}: frr-reload.py ${file} failed (${r.code}):\n${r.stdout}${r.stderr}`);
   }
 
   /** The kernel's next hops for exactly `prefix` (what forwarding uses), sorted; [] without a route. */

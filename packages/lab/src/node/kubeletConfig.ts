@@ -17,6 +17,8 @@ export interface KubeletConfigInput {
   allowedUnsafeSysctls?: string[];
   /** Pods the node admits; default 110 as upstream. */
   maxPods?: number;
+  /** The cluster DNS Service's addresses, for pods of dnsPolicy ClusterFirst (none: the node's resolver). */
+  clusterDns?: string[];
 }
 
 /** The kubelet's configuration file, as JSON (which the kubelet reads as YAML). */
@@ -26,6 +28,7 @@ export function kubeletConfig({
   taints = [],
   allowedUnsafeSysctls = [],
   maxPods = 110,
+  clusterDns = [],
 }: KubeletConfigInput): string {
   return JSON.stringify(
     {
@@ -71,6 +74,7 @@ export function kubeletConfig({
       maxPods,
       // No cluster DNS in the lab.
       resolvConf: "/etc/resolv.conf",
+      ...(clusterDns.length > 0 && { clusterDNS: clusterDns, clusterDomain: "cluster.local" }),
     },
     null,
     2,

@@ -43,6 +43,8 @@ export interface KubeletNodeSpec {
   taints?: Taint[];
   /** Sysctls outside Kubernetes' safe set its pods may set. */
   allowedUnsafeSysctls?: string[];
+  /** The cluster DNS Service's addresses (kubelet's clusterDNS). */
+  clusterDns?: string[];
 }
 
 export interface NodeProcess {
@@ -98,6 +100,19 @@ export class KubeletNode {
     }
   }
 
+  /**
+   * Starts a node again whose mount namespace is gone with its processes (a crashed or rebooted
+   * machine): what is left of them is stopped, and what lives only while a node runs (containerd's
+   * and runc's state) is cleared, as a reboot's fresh /run would be. The images, the containers'
+   * data and the kubelet's folder stay, so its pods come back as on a rebooted node.
+   */
+  static async restart(spec: KubeletNodeSpec, processes: NodeProcess[]): Promise<KubeletNode> {
+    await KubeletNode.attach(spec.layout, processes).#halt();
+    for (const dir of [spec.layout.containerdState, spec.layout.runcRoot])
+      rmSync(dir, { recursive: true, force: true });
+    return KubeletNode.start(spec);
+  }
+
   async #start(): Promise<void> {
     const spec = this.#spec!;
     const { layout, nodeIp } = spec;
@@ -131,6 +146,7 @@ export class KubeletNode {
         clientCaFile: spec.clientCaFile,
         taints: spec.taints,
         allowedUnsafeSysctls: spec.allowedUnsafeSysctls,
+        clusterDns: spec.clusterDns,
       }),
     );
     writeFileSync(
@@ -294,6 +310,16 @@ export class KubeletNode {
    * The Node object and the network namespace are the caller's. Idempotent.
    */
   async stop(): Promise<void> {
+    await this.#halt();
+    // As the netns lab does with its logs, when asked (e.g. in CI, to read after a failed test).
+    const keep = process.env.PORTABLE_LB_KEEP_LAB_LOGS;
+    if (keep && existsSync(this.layout.logs))
+      cpSync(this.layout.logs, join(keep, `node-${this.layout.name}`), { recursive: true });
+    rmSync(this.layout.dir, { recursive: true, force: true });
+  }
+
+  /** Stops every process of the node (its pods' too) and removes its cgroups; its folder stays. */
+  async #halt(): Promise<void> {
     for (const name of ["kube-proxy", "kubelet"]) {
       const p = this.#process(name);
       if (p) await stopProcess(p.pid, p.marker, 10_000);
@@ -307,11 +333,6 @@ export class KubeletNode {
     const holder = this.#process("mount-namespace");
     if (holder) await stopProcess(holder.pid, holder.marker, 5_000);
     await removeCgroupRoot(this.layout.cgroupRoot);
-    // As the netns lab does with its logs, when asked (e.g. in CI, to read after a failed test).
-    const keep = process.env.PORTABLE_LB_KEEP_LAB_LOGS;
-    if (keep && existsSync(this.layout.logs))
-      cpSync(this.layout.logs, join(keep, `node-${this.layout.name}`), { recursive: true });
-    rmSync(this.layout.dir, { recursive: true, force: true });
   }
 
   /** Mount points under the node's folder in any process's view: none once stopped. */

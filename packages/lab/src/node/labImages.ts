@@ -44,9 +44,16 @@ export function labImage(name: LabImageName, env: NodeJS.ProcessEnv = process.en
   return { archive, ref };
 }
 
-/** Every image a lab node imports. */
+/** Every image a lab node imports (coredns: the cluster's DNS). */
 export function labNodeImages(): LabImage[] {
-  return [labImage("pause"), labImage("flannel"), labImage("busybox"), labImage("demo-web"), builtLbImage()];
+  return [
+    labImage("pause"),
+    labImage("flannel"),
+    labImage("busybox"),
+    labImage("demo-web"),
+    labImage("coredns"),
+    builtLbImage(),
+  ];
 }
 
 /** The control-plane images, to import into a machine's containerd before `kubeadm init`/`join`. */

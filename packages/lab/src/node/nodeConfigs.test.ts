@@ -47,6 +47,13 @@ describe("a lab node's configuration", () => {
       registerWithTaints: [{ key: "k", effect: "NoExecute" }],
       imageGCHighThresholdPercent: 100,
     });
+    // No cluster DNS named: pods resolve as the node does.
+    expect(c).not.toHaveProperty("clusterDNS");
+  });
+
+  it("names the cluster DNS Service for pods of dnsPolicy ClusterFirst", () => {
+    const c = JSON.parse(kubeletConfig({ layout, clientCaFile: "/ca.crt", clusterDns: ["10.96.0.10"] }));
+    expect(c).toMatchObject({ clusterDNS: ["10.96.0.10"], clusterDomain: "cluster.local" });
   });
 
   it("runs kube-proxy in nftables mode without machine-wide conntrack settings", () => {

@@ -28,6 +28,7 @@ export interface ControlPlaneState {
   forwarders: ProcessRecord[];
 }
 
+const RESTART_BOUND_MS = 90_000;
 const NODE_FLAGS = ["--disable-warning=MODULE_TYPELESS_PACKAGE_JSON"];
 const sibling = (path: string) => join(__dirname, "..", `${path}${extname(__filename)}`);
 
@@ -49,33 +50,8 @@ export async function create({ plan }: ControlPlaneSpec): Promise<ControlPlaneSt
 
   const forwarders: ProcessRecord[] = [];
   try {
+    const hostPort = await startForwarders(plan, cp.hostPort || (await freePort("127.0.0.1")), forwarders);
     const dir = labDir(plan);
-    const socket = join(dir, "api.sock");
-    const forwarder = sibling("forwarder");
-    const inside = labNamespace(plan, cp.netns, forwarders);
-    await inside.spawn(
-      "api-forwarder",
-      process.execPath,
-      [...NODE_FLAGS, forwarder, "--listen", `unix:${socket}`, "--connect", `tcp:${cp.ip}:${API_PORT}`],
-      { marker: `${forwarder} --listen unix:${socket}` },
-    );
-    const hostPort = cp.hostPort || (await freePort("127.0.0.1"));
-    const listen = `tcp:127.0.0.1:${hostPort}`;
-    const logFile = join(dir, "host-api-forwarder.log");
-    const args = [...NODE_FLAGS, forwarder, "--listen", listen, "--connect", `unix:${socket}`];
-    const pid = startDaemon({ name: "host-api-forwarder", command: process.execPath, args, logFile });
-    forwarders.push({
-      name: "host-api-forwarder",
-      pid,
-      marker: `${forwarder} --listen ${listen}`,
-      netns: "",
-      logFile,
-    });
-    if (!(await waitUntil(() => connectsTo("127.0.0.1", hostPort), 15_000, 100)))
-      throw new Error(
-        `lab ${plan.name}: the API server is not reachable on 127.0.0.1:${hostPort}; see ${logFile}`,
-      );
-
     const admin = JSON.parse(readFileSync(adminFile, "utf8")) as {
       clusters: { cluster: { server: string } }[];
     };
@@ -89,6 +65,47 @@ export async function create({ plan }: ControlPlaneSpec): Promise<ControlPlaneSt
   }
 }
 
+/**
+ * Starts the forwarders from this machine's 127.0.0.1:`hostPort` to the API server that `records`
+ * (updated in place) does not show alive, the one in the namespace first; returns the port.
+ */
+async function startForwarders(plan: LabPlan, hostPort: number, records: ProcessRecord[]): Promise<number> {
+  const cp = plan.controlPlane;
+  const dir = labDir(plan);
+  const socket = join(dir, "api.sock");
+  const forwarder = sibling("forwarder");
+  const alive = (name: string) => records.some((r) => r.name === name && runs(r.pid, r.marker));
+  const keep = records.filter((r) => runs(r.pid, r.marker));
+  records.splice(0, records.length, ...keep);
+  if (!alive("api-forwarder")) {
+    rmSync(socket, { force: true });
+    await labNamespace(plan, cp.netns, records).spawn(
+      "api-forwarder",
+      process.execPath,
+      [...NODE_FLAGS, forwarder, "--listen", `unix:${socket}`, "--connect", `tcp:${cp.ip}:${API_PORT}`],
+      { marker: `${forwarder} --listen unix:${socket}` },
+    );
+  }
+  const listen = `tcp:127.0.0.1:${hostPort}`;
+  const logFile = join(dir, "host-api-forwarder.log");
+  if (!alive("host-api-forwarder")) {
+    const args = [...NODE_FLAGS, forwarder, "--listen", listen, "--connect", `unix:${socket}`];
+    const pid = startDaemon({ name: "host-api-forwarder", command: process.execPath, args, logFile });
+    records.push({
+      name: "host-api-forwarder",
+      pid,
+      marker: `${forwarder} --listen ${listen}`,
+      netns: "",
+      logFile,
+    });
+  }
+  if (!(await waitUntil(() => connectsTo("127.0.0.1", hostPort), 15_000, 100)))
+    throw new Error(
+      `lab ${plan.name}: the API server is not reachable on 127.0.0.1:${hostPort}; see ${logFile}`,
+    );
+  return hostPort;
+}
+
 export async function healthy({ plan }: ControlPlaneSpec, state: ControlPlaneState): Promise<boolean> {
   const instance = await readState(controlPlaneDir(plan));
   return (
@@ -99,19 +116,17 @@ export async function healthy({ plan }: ControlPlaneSpec, state: ControlPlaneSta
   );
 }
 
-/** Whether update() can heal it: the same spec, and its namespace, state and forwarders are there. */
+/**
+ * Whether update() can heal it: the same spec, with its data (etcd's, the certificates) kept, as
+ * after a crash or a reboot: the network's heal has made its namespace again by then.
+ */
 export async function updatable(
   olds: ControlPlaneSpec,
   { plan, network }: ControlPlaneSpec,
   state: ControlPlaneState,
 ): Promise<boolean> {
   const instance = await readState(controlPlaneDir(plan));
-  return (
-    isDeepStrictEqual(olds, { plan, network }) &&
-    namespaceExists(plan.controlPlane.netns) &&
-    instance !== undefined &&
-    state.forwarders.every((f) => runs(f.pid, f.marker))
-  );
+  return isDeepStrictEqual(olds, { plan, network }) && instance !== undefined && state.hostPort > 0;
 }
 
 /**
@@ -135,12 +150,19 @@ export async function update(
       c.pid = orphan;
       continue;
     }
-    c.pid = startDaemon({ name, command: "nsenter", args: [netns, "--", ...c.argv], logFile: c.log });
-    await writeState(instance);
-    // Up for a moment, and the API server answering again, before the next one that needs it.
-    await new Promise((r) => setTimeout(r, 1_000));
-    if (!runs(c.pid, instance.dir))
-      throw new Error(`lab ${plan.name}: ${name} exited during its restart; see ${c.log}`);
+    // As systemd's Restart=on-failure: one that needs the API server fully up (the controller-manager
+    // reads RBAC-guarded config at start, which a just-restarted API server may not serve yet) is
+    // started again until it stays up, within a bound.
+    const stays = async () => {
+      c.pid = startDaemon({ name, command: "nsenter", args: [netns, "--", ...c.argv], logFile: c.log });
+      await writeState(instance);
+      await new Promise((r) => setTimeout(r, 2_000));
+      return runs(c.pid, instance.dir);
+    };
+    if (!(await waitUntil(stays, RESTART_BOUND_MS, 1_000)))
+      throw new Error(
+        `lab ${plan.name}: ${name} kept exiting for ${RESTART_BOUND_MS / 1000} s after its restart; see ${c.log}`,
+      );
   }
   // Through this machine's forwarder, as every client here: etcd and the API server both answering.
   const kc = new KubeConfig();
@@ -151,9 +173,11 @@ export async function update(
       () => true,
       () => false,
     );
+  const forwarders = [...state.forwarders];
+  await startForwarders(plan, state.hostPort, forwarders);
   if (!(await waitUntil(answers, 60_000, 500)))
     throw new Error(`lab ${plan.name}: the API server did not answer within 60 s of its restart`);
-  return state;
+  return { ...state, forwarders };
 }
 
 export async function remove(

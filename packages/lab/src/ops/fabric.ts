@@ -32,6 +32,12 @@ export function namespaceExists(netns: string): boolean {
   return existsSync(`/run/netns/${netns}`);
 }
 
+/** Whether `netns` exists and has the link `dev` (false without the namespace). */
+export async function hasLink(plan: LabPlan, netns: string, dev: string): Promise<boolean> {
+  if (!namespaceExists(netns)) return false;
+  return (await labNamespace(plan, netns).exec("ip", ["link", "show", "dev", dev])).code === 0;
+}
+
 /** Creates `netns` afresh (what a failed earlier attempt left is removed first), loopback up. */
 export async function freshNamespace(
   plan: LabPlan,
@@ -56,4 +62,21 @@ export async function plugIntoNodeNetwork(plan: LabPlan, ns: LabNamespace, fabri
   await router.ip("link", "set", fabricIface, "master", plan.router.bridge, "up");
   await ns.configure("eth0", `${ip}/${plan.prefixLength}`);
   await ns.defaultRoute(plan.router.ip);
+}
+
+/**
+ * Puts `netns` on the node network as `ip`, making it (with `forwarding`) or only plugging it in
+ * again as needed: after a reboot it is gone, and after its router end went with the router's
+ * namespace it is there without its link (its processes kept).
+ */
+export async function ensurePlugged(
+  plan: LabPlan,
+  netns: string,
+  where: { fabricIface: string; ip: string; forwarding: boolean },
+): Promise<void> {
+  if (!namespaceExists(netns)) {
+    const ns = await freshNamespace(plan, netns, where.forwarding);
+    await plugIntoNodeNetwork(plan, ns, where.fabricIface, where.ip);
+  } else if (!(await hasLink(plan, netns, "eth0")))
+    await plugIntoNodeNetwork(plan, labNamespace(plan, netns), where.fabricIface, where.ip);
 }

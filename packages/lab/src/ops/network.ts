@@ -1,10 +1,17 @@
-// The lab's network: the router's namespace holding the node network's bridge, the client behind
-// the router, and the control plane's namespace on the node network. Nodes plug in later (node.ts).
+// A lab platform's network: its node network (a bridge in the site's router, addressed as the
+// platform's gateway) and the control plane's namespace on it. The router and the client are the
+// site's (site.ts), shared with the platforms beside this one. Nodes plug in later (node.ts).
+//
+// Healed in place: after a crash or a reboot the next `up` makes again whatever is missing (the
+// site's namespaces, the bridge, the control plane's namespace or its link) under the same
+// instance, so the control plane and the nodes keep their data and are healed, not made afresh.
 import { randomUUID } from "node:crypto";
-import { existsSync, rmSync } from "node:fs";
+import { rmSync } from "node:fs";
+import { isDeepStrictEqual } from "node:util";
 import type { LabPlan } from "../labPlan.ts";
 import { deleteNamespacesNow } from "../netns/netnsLab.ts";
-import { freshNamespace, labDir, labNamespace, namespaceExists, plugIntoNodeNetwork } from "./fabric.ts";
+import { ensurePlugged, hasLink, labDir, labNamespace, namespaceExists } from "./fabric.ts";
+import { inSite, joinSite, leaveSite, withSiteLock } from "./site.ts";
 
 export interface NetworkSpec {
   plan: LabPlan;
@@ -15,58 +22,54 @@ export interface NetworkState {
   instance: string;
 }
 
-const namespaces = (plan: LabPlan) => [plan.controlPlane.netns, plan.client.netns, plan.router.netns];
+/** Makes whatever of the platform's network is missing; idempotent. */
+async function ensure(plan: LabPlan): Promise<void> {
+  await withSiteLock(plan, async () => {
+    await joinSite(plan);
+    const router = labNamespace(plan, plan.router.netns);
+    if (!(await hasLink(plan, plan.router.netns, plan.router.bridge))) {
+      await router.ip("link", "add", plan.router.bridge, "type", "bridge");
+      await router.configure(plan.router.bridge, `${plan.router.ip}/${plan.prefixLength}`);
+    }
+  });
+  const cp = plan.controlPlane;
+  await ensurePlugged(plan, cp.netns, { fabricIface: cp.fabricIface, ip: cp.ip, forwarding: false });
+}
 
 export async function create({ plan }: NetworkSpec): Promise<NetworkState> {
   try {
-    const router = await freshNamespace(plan, plan.router.netns, true);
-    // Hash on ports too (L4), so one client's flows spread over the LB nodes (ECMP paper, 4.2).
-    await router.sysctl("net.ipv4.fib_multipath_hash_policy", "1");
-    await router.ip("link", "add", plan.router.bridge, "type", "bridge");
-    // The bridge is the node network's switch, and a switch runs no netfilter. A namespace starts
-    // with br_netfilter's bridge-nf-call-* on (what a Kubernetes node's pod bridge needs), which
-    // gives every bridged IPv4 frame netfilter's hooks and a route lookup on the way: a cost the
-    // wire between real machines does not put on their CPUs, and one the LB path's extra hop
-    // pays twice in the lab's benchmarks. (Absent without br_netfilter: nothing to turn off.)
-    if (existsSync("/proc/sys/net/bridge"))
-      for (const table of ["iptables", "ip6tables", "arptables"])
-        await router.sysctl(`net.bridge.bridge-nf-call-${table}`, "0");
-    await router.configure(plan.router.bridge, `${plan.router.ip}/${plan.prefixLength}`);
-
-    const client = await freshNamespace(plan, plan.client.netns, false);
-    const clientBits = plan.client.cidr.split("/")[1];
-    await labNamespace(plan, plan.router.netns).ip(
-      ...[
-        "link",
-        "add",
-        plan.router.clientIface,
-        "type",
-        "veth",
-        "peer",
-        "name",
-        "eth0",
-        "netns",
-        client.netns,
-      ],
-    );
-    await router.configure(plan.router.clientIface, `${plan.router.clientIp}/${clientBits}`);
-    await client.configure("eth0", `${plan.client.ip}/${clientBits}`);
-    await client.defaultRoute(plan.router.clientIp);
-
-    const cp = await freshNamespace(plan, plan.controlPlane.netns, false);
-    await plugIntoNodeNetwork(plan, cp, plan.controlPlane.fabricIface, plan.controlPlane.ip);
+    await ensure(plan);
     return { instance: randomUUID() };
   } catch (err) {
-    remove({ plan });
+    await remove({ plan });
     throw err;
   }
 }
 
-export function healthy({ plan }: NetworkSpec): boolean {
-  return namespaces(plan).every(namespaceExists);
+export async function healthy({ plan }: NetworkSpec): Promise<boolean> {
+  return (
+    inSite(plan) &&
+    (await hasLink(plan, plan.router.netns, plan.router.bridge)) &&
+    (await hasLink(plan, plan.controlPlane.netns, "eth0"))
+  );
 }
 
-export function remove({ plan }: NetworkSpec): void {
-  deleteNamespacesNow(namespaces(plan), `lab ${plan.name}`);
+/** The same plan heals in place; another one (new addresses) makes the network afresh. */
+export function updatable(olds: NetworkSpec, news: NetworkSpec): boolean {
+  return isDeepStrictEqual(olds, news);
+}
+
+export async function update(_olds: NetworkSpec, { plan }: NetworkSpec, state: NetworkState) {
+  await ensure(plan);
+  return state;
+}
+
+export async function remove({ plan }: NetworkSpec): Promise<void> {
+  deleteNamespacesNow([plan.controlPlane.netns], `lab ${plan.name}`);
+  await withSiteLock(plan, async () => {
+    if (namespaceExists(plan.router.netns))
+      await labNamespace(plan, plan.router.netns).exec("ip", ["link", "delete", plan.router.bridge]);
+    leaveSite(plan);
+  });
   rmSync(labDir(plan), { recursive: true, force: true });
 }

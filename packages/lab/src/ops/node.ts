@@ -9,14 +9,14 @@ import { LB_POD_SYSCTLS } from "@portable-lb/core";
 import { existsSync, mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { API_PORT, type LabNodePlan, type LabPlan } from "../labPlan.ts";
-import { KubeletNode, type NodeProcess } from "../node/kubeletNode.ts";
+import { KubeletNode, type KubeletNodeSpec, type NodeProcess } from "../node/kubeletNode.ts";
 import { labImage } from "../node/labImages.ts";
 import { removeCgroupRoot } from "../node/nodeCgroups.ts";
 import { writeNodeCredentials } from "../node/nodeCredentials.ts";
 import { nodeLayout, type NodeLayout } from "../node/nodeLayout.ts";
 import { deleteNamespacesNow } from "../netns/netnsLab.ts";
 import { lastLines, runs, waitUntil } from "../processes.ts";
-import { controlPlaneDir, freshNamespace, labDir, namespaceExists, plugIntoNodeNetwork } from "./fabric.ts";
+import { controlPlaneDir, ensurePlugged, hasLink, labDir } from "./fabric.ts";
 
 export interface NodeSpec {
   plan: LabPlan;
@@ -52,39 +52,50 @@ export function layoutOf(plan: LabPlan, name: string): NodeLayout {
   return nodeLayout(join(labDir(plan), name), name, stackScope(plan.name));
 }
 
-export async function create(spec: NodeSpec): Promise<NodeState> {
+/** What the node's kubelet, containerd and kube-proxy are started with. */
+async function kubeletSpec(spec: NodeSpec): Promise<KubeletNodeSpec> {
   const { plan } = spec;
   const node = nodeOf(plan, spec.node);
-  await remove(spec, undefined);
-  const ns = await freshNamespace(plan, node.netns, true);
-  await plugIntoNodeNetwork(plan, ns, node.fabricIface, node.ip);
-
   const layout = layoutOf(plan, node.name);
   mkdirSync(layout.dir, { recursive: true });
   const pkiDir = join(controlPlaneDir(plan), "pki");
   await writeNodeCredentials({ layout, pkiDir, server: `https://${plan.controlPlane.ip}:${API_PORT}` });
-  const kubelet = await KubeletNode.start({
+  return {
     layout,
     netns: node.netns,
     nodeIp: node.ip,
     clientCaFile: join(pkiDir, "ca.crt"),
     clusterCidr: plan.podCidr,
+    // A plan recorded before the lab had cluster DNS has none.
+    ...(plan.clusterDns !== undefined && { clusterDns: [plan.clusterDns] }),
     images: spec.images,
     sandboxImage: labImage("pause").ref,
     labels: node.labels,
     // As a user's LB nodes must (README): the LB pods forward in their own network namespace.
     ...(node.role === "lb" && { allowedUnsafeSysctls: LB_POD_SYSCTLS }),
-  });
+  };
+}
+
+/** Waits for the node to be Ready, or fails with the evidence (after `onFail`). */
+async function awaitReady(spec: NodeSpec, kubelet: KubeletNode, onFail?: () => Promise<void>): Promise<void> {
+  if (await nodeReady(spec.adminKubeconfig, spec.node, kubelet)) return;
+  const dead = kubelet.processes.find((p) => !runs(p.pid, p.marker));
+  const why = dead
+    ? `its ${dead.name} exited; last lines of its log:\n${lastLines(dead.logFile, 20)}`
+    : `it was not Ready within ${READY_TIMEOUT_MS / 1000} s; last lines of its kubelet's log:\n${lastLines(join(kubelet.layout.logs, "kubelet.log"), 20)}`;
+  // The evidence may go with the node's folder: quoted first.
+  await onFail?.();
+  throw new Error(`lab ${spec.plan.name}: node ${spec.node} did not come up: ${why}`);
+}
+
+export async function create(spec: NodeSpec): Promise<NodeState> {
+  const { plan } = spec;
+  const node = nodeOf(plan, spec.node);
+  await remove(spec, undefined);
+  await ensurePlugged(plan, node.netns, { fabricIface: node.fabricIface, ip: node.ip, forwarding: true });
+  const kubelet = await KubeletNode.start(await kubeletSpec(spec));
   const state = { processes: kubelet.processes };
-  if (!(await nodeReady(spec.adminKubeconfig, node.name, kubelet))) {
-    // The evidence goes with the node's folder: quote it first.
-    const dead = kubelet.processes.find((p) => !runs(p.pid, p.marker));
-    const why = dead
-      ? `its ${dead.name} exited; last lines of its log:\n${lastLines(dead.logFile, 20)}`
-      : `it was not Ready within ${READY_TIMEOUT_MS / 1000} s; last lines of its kubelet's log:\n${lastLines(join(layout.logs, "kubelet.log"), 20)}`;
-    await remove(spec, state);
-    throw new Error(`lab ${plan.name}: node ${node.name} did not come up: ${why}`);
-  }
+  await awaitReady(spec, kubelet, () => remove(spec, state));
   return state;
 }
 
@@ -111,41 +122,50 @@ async function nodeReady(adminKubeconfig: string, name: string, kubelet: Kubelet
   ).then((ok) => ok && kubelet.running());
 }
 
-export function healthy(spec: NodeSpec, state: NodeState): boolean {
+export async function healthy(spec: NodeSpec, state: NodeState): Promise<boolean> {
   const node = nodeOf(spec.plan, spec.node);
   return (
-    namespaceExists(node.netns) &&
+    (await hasLink(spec.plan, node.netns, "eth0")) &&
     KubeletNode.attach(layoutOf(spec.plan, node.name), state.processes).running()
   );
 }
 
 /**
  * Whether update() can bring the node to `news` in place: only its images changed (a rebuilt LB
- * image, say), and its namespaces are there.
+ * image, say), or nothing did, and its folder is there (after a crash or a reboot too: the node is
+ * then started again over its folder, as a rebooted machine over its disk).
  */
-export function updatable(olds: NodeSpec, news: NodeSpec, state: NodeState): boolean {
-  const node = nodeOf(news.plan, news.node);
+export function updatable(olds: NodeSpec, news: NodeSpec): boolean {
   return (
     isDeepStrictEqual({ ...olds, images: [] }, { ...news, images: [] }) &&
-    namespaceExists(node.netns) &&
-    KubeletNode.attach(layoutOf(news.plan, node.name), state.processes).healable()
+    existsSync(layoutOf(news.plan, news.node).kubeletKubeconfig)
   );
 }
 
 /**
- * Restarts a dead containerd, kubelet or kube-proxy in place (the pods keep running), imports the
- * images the node does not have yet, then waits for Ready.
+ * Heals the node in place, keeping its Node object, folder and images: plugs it in again where its
+ * link went, starts it again where its mount namespace went (a crash or a reboot: the kubelet then
+ * brings its pods back), or else restarts a dead containerd, kubelet or kube-proxy (the pods keep
+ * running); then imports the images it does not have yet and waits for Ready.
  */
 export async function update(olds: NodeSpec, spec: NodeSpec, state: NodeState): Promise<NodeState> {
-  const kubelet = KubeletNode.attach(layoutOf(spec.plan, spec.node), state.processes);
-  await kubelet.restartDead();
-  if (!(await nodeReady(spec.adminKubeconfig, spec.node, kubelet)))
-    throw new Error(
-      `lab ${spec.plan.name}: node ${spec.node} was not Ready within ${READY_TIMEOUT_MS / 1000} s of its repair`,
-    );
+  const node = nodeOf(spec.plan, spec.node);
+  await ensurePlugged(spec.plan, node.netns, {
+    fabricIface: node.fabricIface,
+    ip: node.ip,
+    forwarding: true,
+  });
+  let kubelet = KubeletNode.attach(layoutOf(spec.plan, spec.node), state.processes);
   // A spec recorded before the images were part of it has none.
   const had = (olds.images as string[] | undefined) ?? [];
-  await kubelet.importImages(spec.images.filter((i) => !had.includes(i)));
+  if (kubelet.healable()) {
+    await kubelet.restartDead();
+    await awaitReady(spec, kubelet);
+    await kubelet.importImages(spec.images.filter((i) => !had.includes(i)));
+  } else {
+    kubelet = await KubeletNode.restart(await kubeletSpec(spec), state.processes);
+    await awaitReady(spec, kubelet);
+  }
   return { processes: kubelet.processes };
 }
 
