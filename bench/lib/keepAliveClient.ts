@@ -11,13 +11,17 @@
 // over that long before the server answers: a connection that lives that long whatever the server
 // (the lab's demo server closes every connection after one answer), so an LB change finds every
 // connection open and a moved one fails if the change breaks it (the kept-connection benchmarks).
+// With --dns-server ADDRESS the urls' host names are resolved there for every new connection (no
+// cache: a client honouring a short TTL), and each answer counted, so a DNS migration's test sees
+// when clients moved to the new address.
 // Prints one JSON line at the end (after --seconds, or at once on SIGTERM): its start (epoch ms),
 // requests, requests answered in each second, connections opened, and every failure with its time
 // (epoch ms), error code and connection (0 to --connections - 1); and, for backends that name
 // themselves (an `x-backend-name` header, as test/harness/netns/httpEcho.ts sends), each time a
 // connection's answers start coming from another backend (so a test can tell whose flows failed).
 import { Agent, request } from "node:http";
-import { connect } from "node:net";
+import { Resolver } from "node:dns";
+import { connect, isIP, type LookupFunction } from "node:net";
 import { parseArgs } from "node:util";
 import { setTimeout as sleep } from "node:timers/promises";
 
@@ -31,6 +35,7 @@ const { values } = parseArgs({
     seconds: { type: "string", default: "60" },
     fresh: { type: "boolean", default: false },
     "trickle-ms": { type: "string", default: "0" },
+    "dns-server": { type: "string" },
   },
 });
 if (!values.url?.length) throw new Error("--url is required");
@@ -56,11 +61,35 @@ const failures: { t: number; code: string; connection: number }[] = [];
 const backends: { t: number; connection: number; backend: string }[] = [];
 const lastBackend = new Map<number, string>();
 const sockets = new WeakSet<object>();
+/** How often each address was the answer, with --dns-server. */
+const resolved: Record<string, number> = {};
+const resolver = values["dns-server"] ? new Resolver({ timeout: 1_000, tries: 2 }) : undefined;
+resolver?.setServers([values["dns-server"]!]);
+const lookup: LookupFunction | undefined =
+  resolver &&
+  ((hostname, options, callback) => {
+    if (isIP(hostname)) return callback(null, hostname, 4);
+    resolver.resolve4(hostname, (err, addresses) => {
+      const address = addresses?.[Math.floor(Math.random() * addresses.length)];
+      if (err || !address)
+        return callback(err ?? Object.assign(new Error("no address"), { code: "ENODATA" }), "", 4);
+      resolved[address] = (resolved[address] ?? 0) + 1;
+      if (options.all) callback(null, [{ address, family: 4 }]);
+      else callback(null, address, 4);
+    });
+  });
 
 function get(agent: Agent, url: URL, index: number): Promise<void> {
   return new Promise((resolve, reject) => {
     const req = request(
-      { host: url.hostname, port: url.port || 80, path: url.pathname, agent, timeout: 2_000 },
+      {
+        host: url.hostname,
+        port: url.port || 80,
+        path: url.pathname,
+        agent,
+        timeout: 2_000,
+        ...(lookup && { lookup }),
+      },
       (res) => {
         const backend = res.headers["x-backend-name"];
         if (typeof backend === "string" && lastBackend.get(index) !== backend) {
@@ -86,7 +115,7 @@ function get(agent: Agent, url: URL, index: number): Promise<void> {
 /** One HTTP/1.0 request on a connection of its own, its header sent over `trickleMs`. */
 function getTrickled(url: URL): Promise<void> {
   return new Promise((resolve, reject) => {
-    const socket = connect({ host: url.hostname, port: Number(url.port || 80) });
+    const socket = connect({ host: url.hostname, port: Number(url.port || 80), ...(lookup && { lookup }) });
     opened++;
     let answer = "";
     let timer: NodeJS.Timeout | undefined;
@@ -154,5 +183,5 @@ void Promise.all(
   Array.from({ length: Number(values.connections) }, (_, i) => connection(i, urls[i % urls.length]!)),
 ).then(() => {
   const ran = perSecond.slice(0, Math.ceil((Date.now() - started) / 1000));
-  console.log(JSON.stringify({ started, requests, perSecond: ran, opened, failures, backends }));
+  console.log(JSON.stringify({ started, requests, perSecond: ran, opened, failures, backends, resolved }));
 });

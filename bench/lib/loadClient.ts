@@ -16,6 +16,8 @@ export interface LoadOptions {
   fresh?: boolean;
   /** Each request a connection of its own, its header sent over this long (see keepAliveClient.ts). */
   trickleMs?: number;
+  /** Resolves the urls' names at this DNS server for every new connection (see keepAliveClient.ts). */
+  dnsServer?: string;
   /** Ends the run before `seconds` (what was measured so far is still returned). */
   stop?: AbortSignal;
 }
@@ -29,6 +31,8 @@ export interface LoadResult {
   opened: number;
   /** Each with its connection's index: a connection that fails is reopened under the same index. */
   failures: { t: number; code: string; connection: number }[];
+  /** With `dnsServer`: how often each address was the answer. */
+  resolved: Record<string, number>;
 }
 
 export async function runLoad(netns: string, o: LoadOptions): Promise<LoadResult> {
@@ -43,6 +47,7 @@ export async function runLoad(netns: string, o: LoadOptions): Promise<LoadResult
       ...["--seconds", String(o.seconds)],
       ...(o.fresh ? ["--fresh"] : []),
       ...(o.trickleMs ? ["--trickle-ms", String(o.trickleMs)] : []),
+      ...(o.dnsServer ? ["--dns-server", o.dnsServer] : []),
     ],
     { timeoutMs: (o.seconds + 60) * 1000, signal: o.stop },
   );

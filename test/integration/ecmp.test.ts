@@ -361,6 +361,106 @@ describe("ECMP over every LB pod, through route reflectors, to an FRR router", (
     await expectPathsOnce(GROUPS.b.vip, [1, 2]);
   });
 
+  it('announce "false": the VIP leaves the router while its LB pods keep its rules and serve what reaches them; back when the annotation goes', async () => {
+    const g = GROUPS.b;
+    const nodes = [...g.nodes];
+    const ANNOUNCE = "portable-lb.io/announce";
+    const annotate = async (annotations: Record<string, string | undefined>) => {
+      const svc = await core.readNamespacedService({ name: "web-b", namespace: NS });
+      const now: Record<string, string> = { ...svc.metadata!.annotations };
+      for (const [key, value] of Object.entries(annotations))
+        if (value === undefined) delete now[key];
+        else now[key] = value;
+      svc.metadata!.annotations = now;
+      await core.replaceNamespacedService({ name: "web-b", namespace: NS, body: svc });
+    };
+    const events = async (reason: string) =>
+      (await core.listNamespacedEvent({ namespace: NS, fieldSelector: `reason=${reason}` })).items.filter(
+        (e) => e.involvedObject.name === "web-b",
+      );
+    const ingress = async () =>
+      (await core.readNamespacedServiceStatus({ name: "web-b", namespace: NS })).status?.loadBalancer
+        ?.ingress;
+    // The VIP's entries in LB pod b<n>'s nft table (its dispatch), and requests that reach the pod
+    // straight from its node (which routes the pool to it), by backend.
+    const rules = async (n: number) =>
+      (await pod("b", n).o.ns.run("nft", ["list", "table", "ip", NFT_TABLE]))
+        .split("\n")
+        .filter((l) => l.includes(g.vip)).length;
+    const fromNode = (n: number) =>
+      httpHistogram(ecmp.node(n).ns, url("b"), { count: 20, by: "name", requestTimeoutMs: 2_000 });
+    const heldBack = async (n: number) => {
+      const { body } = await pod("b", n).get(pod("b", n).config.ports.metrics, "/metrics");
+      return body
+        .split("\n")
+        .find((l) => l.startsWith('portable_lb_vips_held_back{reason="AnnounceDisabled"}'));
+    };
+
+    await expectHops(g.vip, nodes);
+    const before = { ingress: await ingress(), rules: await Promise.all(nodes.map(rules)) };
+    expect(before.rules.every((r) => r > 0)).toBe(true);
+    const withheldAt = performance.now();
+    await annotate({ [ANNOUNCE]: "false" });
+    await expectHops(g.vip, [], 10_000);
+    const withdrawnMs = Math.round(performance.now() - withheldAt);
+    expect(await routerPaths(g.vip)).toEqual([]);
+    // Group a's VIP, on the same speakers' nodes, stays.
+    expect(await hops(GROUPS.a.vip)).toEqual(expected([1, 2, 3]));
+    // Still served: the Service keeps its address, each LB pod its rules, and packets that still
+    // reach a pod are answered by every backend.
+    expect({ ingress: await ingress(), rules: await Promise.all(nodes.map(rules)) }).toEqual(before);
+    for (const n of nodes) {
+      const h = await fromNode(n);
+      expect({ failures: h.failures, backends: Object.keys(h.counts).sort() }).toEqual({
+        failures: 0,
+        backends: ["b1", "b2", "b3"],
+      });
+      expect(await heldBack(n)).toBe('portable_lb_vips_held_back{reason="AnnounceDisabled"} 1');
+    }
+    // Each LB pod tells it on the Service, naming itself.
+    await settle(async () => (await events("AnnounceDisabled")).length === nodes.length, 10_000);
+    expect(
+      (await events("AnnounceDisabled"))
+        .map((e) => [e.type, e.message!.split(" ").slice(0, 6).join(" ")])
+        .sort(),
+    ).toEqual(nodes.map((n) => ["Normal", `LB pod ${podName("b", n)} is not announcing`]));
+
+    const releasedAt = performance.now();
+    await annotate({ [ANNOUNCE]: undefined });
+    await expectHops(g.vip, nodes, 10_000);
+    const backMs = Math.round(performance.now() - releasedAt);
+    await expectPathsOnce(g.vip, nodes);
+    expect((await spread("b", "name", 30)).failures).toBe(0);
+    await settle(async () => (await events("AnnounceEnabled")).length === nodes.length, 10_000);
+    expect(await heldBack(1)).toBe('portable_lb_vips_held_back{reason="AnnounceDisabled"} 0');
+    console.log(
+      `announce "false": ${g.vip} left the router's FIB ${withdrawnMs} ms after the annotation was written; back ${backMs} ms after it was removed`,
+    );
+
+    // Bad input keeps announcing, and says so; a handover is refused once for the Service (by the
+    // group's allocator), not by every LB pod.
+    const seen = await watchHops(g.vip, async () => {
+      await annotate({ [ANNOUNCE]: "no", "portable-lb.io/handover-from": nodeIp(3) });
+      await settle(async () => (await events("InvalidAnnounce")).length > 0, 10_000);
+      await settle(async () => (await events("HandoverUnsupported")).length > 0, 10_000);
+      await sleep(3_000);
+    });
+    expect(seen).toEqual([expected(nodes)]);
+    expect((await events("InvalidAnnounce"))[0]).toMatchObject({
+      type: "Warning",
+      message: expect.stringContaining(`annotation ${ANNOUNCE} must be "true" or "false" (got "no")`),
+    });
+    expect((await events("HandoverUnsupported")).map((e) => [e.type, e.message])).toEqual([
+      [
+        "Warning",
+        expect.stringMatching(
+          /^annotation portable-lb\.io\/handover-from is not implemented yet in this version/,
+        ),
+      ],
+    ]);
+    await annotate({ [ANNOUNCE]: undefined, "portable-lb.io/handover-from": undefined });
+  });
+
   it("BFD is Up on every session, run as deployed: each speaker to each reflector, each reflector to the router", async () => {
     const reflectors = ecmp.reflectorAddresses().sort();
     const speakers = [...pods.values()].map((p) => p.o.podIp).sort();

@@ -28,7 +28,8 @@ export interface MockProvider {
   id?: (type: string, name: string) => string | undefined;
 }
 
-export function installMocks(provider: MockProvider = {}): RecordedResource[] {
+/** `project` namespaces the program's config: an example app's own project name (its Pulumi.yaml). */
+export function installMocks(provider: MockProvider = {}, project = "portable-lb"): RecordedResource[] {
   const recorded: RecordedResource[] = [];
   // setMocks does all its work before its first await, so the mocks are in place when it returns.
   void pulumi.runtime.setMocks(
@@ -50,7 +51,7 @@ export function installMocks(provider: MockProvider = {}): RecordedResource[] {
         provider.call?.(args.token, args.inputs as Record<string, unknown>) ??
         (args.inputs as Record<string, unknown>),
     },
-    "portable-lb",
+    project,
     "unit",
     false,
   );

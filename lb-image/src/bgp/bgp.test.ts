@@ -1,7 +1,7 @@
-import { announcedVips } from "./announcements.ts";
+import { announcement } from "./announcements.ts";
 import { sessionProblem } from "./sessionMonitor.ts";
 
-describe("announcedVips", () => {
+describe("announcement", () => {
   const svc = (vip: string, weights: number[]) => ({
     vip,
     port: 80,
@@ -12,17 +12,30 @@ describe("announcedVips", () => {
 
   it("announces a VIP only while one of its services has a backend taking new flows", () => {
     expect(
-      announcedVips([
+      announcement([
         svc("10.1.1.2", [1]),
         svc("10.1.1.1", [0, 1]),
         svc("10.1.1.3", [0]),
         svc("10.1.1.4", []),
       ]),
-    ).toEqual(["10.1.1.1", "10.1.1.2"]);
+    ).toEqual({
+      vips: ["10.1.1.1", "10.1.1.2"],
+      heldBack: { AnnounceDisabled: [], NoReadyBackend: ["10.1.1.3", "10.1.1.4"] },
+    });
     // One port of a VIP with a ready backend is enough to keep the VIP.
-    expect(announcedVips([svc("10.1.1.3", [0]), { ...svc("10.1.1.3", [1]), port: 443 }])).toEqual([
+    expect(announcement([svc("10.1.1.3", [0]), { ...svc("10.1.1.3", [1]), port: 443 }]).vips).toEqual([
       "10.1.1.3",
     ]);
+  });
+
+  it("holds back the VIPs their Services hold back, ready or not, and says why once", () => {
+    const services = [svc("10.1.1.1", [1]), svc("10.1.1.2", [1]), { ...svc("10.1.1.2", [1]), port: 443 }];
+    expect(announcement([...services, svc("10.1.1.3", [0])], new Set(["10.1.1.2", "10.1.1.3"]))).toEqual({
+      vips: ["10.1.1.1"],
+      heldBack: { AnnounceDisabled: ["10.1.1.2", "10.1.1.3"], NoReadyBackend: [] },
+    });
+    // A VIP held back that this pod does not serve is nothing it holds back.
+    expect(announcement(services, new Set(["10.1.1.9"])).heldBack.AnnounceDisabled).toEqual([]);
   });
 });
 

@@ -39,22 +39,35 @@ export interface CloudRoutesOptions {
 }
 
 export interface CloudRoutes {
-  /** After each reconcile: the VIPs this pod's data plane serves, and the cluster's Services. */
-  setVips(served: readonly string[], services: readonly V1Service[]): void;
+  /**
+   * After each reconcile: the VIPs this pod's data plane serves, the cluster's Services, and the VIPs
+   * their Services hold back (portable-lb.io/announce "false": routed by no LB pod of the group).
+   */
+  setVips(served: readonly string[], services: readonly V1Service[], heldBack?: ReadonlySet<string>): void;
   /** Graceful stop: hands this pod's VIPs over at once. */
   stop(): Promise<void>;
 }
 
-/** The VIPs of the group's Services, and which Service each belongs to. */
+/**
+ * The VIPs of the group's Services, and which Service each belongs to. A held-back VIP counts as
+ * none of the group's: the loops then remove the routes to LB pods they find for it, as for a VIP no
+ * Service has (AWS: its fenced owner; GCP: each pod its own), and leave any other route alone.
+ */
 export function routeVips(
   config: LbConfig,
   served: readonly string[],
   services: readonly V1Service[],
+  heldBack: ReadonlySet<string> = new Set(),
 ): RouteVips {
   const byVip = new Map<string, ServiceRef>();
   for (const svc of services)
     if (isOurs(svc, config.loadBalancerClass)) for (const vip of statusVips(svc)) byVip.set(vip, refOf(svc));
-  return { cluster: new Set(byVip.keys()), served: new Set(served), services: byVip };
+  const routed = (vip: string) => !heldBack.has(vip);
+  return {
+    cluster: new Set([...byVip.keys()].filter(routed)),
+    served: new Set(served.filter(routed)),
+    services: byVip,
+  };
 }
 
 /** AWS's region of an availability zone (us-east-1a -> us-east-1). */
@@ -134,7 +147,7 @@ export async function startCloudRoutes(o: CloudRoutesOptions): Promise<CloudRout
   );
   if (!started) return NOTHING;
   return {
-    setVips: (served, services) => loop.setVips(routeVips(o.config, served, services)),
+    setVips: (served, services, heldBack) => loop.setVips(routeVips(o.config, served, services, heldBack)),
     stop: () => loop.stop(),
   };
 }

@@ -251,14 +251,17 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
     }),
     metrics,
     log: o.log,
-    report: (items, type) => events.report(items, type),
+    report: (items, type, opts) => events.report(items, type, opts),
     pod,
     ...(dsr && { lbPeers: dsr }),
     writeStatus: statusWriter(core),
     isLeader: () => elector.isLeader,
     health,
     ...(announcer && { announce: (vips: string[]) => announcer.setCandidates(vips) }),
-    ...(routes && { announce: (vips: string[]) => routes.setVips(vips, watch.services()) }),
+    ...(routes && {
+      announce: (vips: string[], heldBack: ReadonlySet<string>) =>
+        routes.setVips(vips, watch.services(), heldBack),
+    }),
   });
   // In the pod, Prometheus scrapes the metrics port and the kubelet probes the health port; a test
   // that picks its own port gets everything there.

@@ -71,4 +71,35 @@ describe("EventSink", () => {
     }
     expect(created.map((e) => e.involvedObject.uid)).toEqual(["u-1", "u-2", "u-1"]);
   });
+
+  it("sends a change of state asked to be repeated each time, and forgets each Event on time after it", async () => {
+    const { events, created } = sink();
+    const item = (reason: string) => ({
+      object: "shop/web",
+      kind: "Service" as const,
+      uid: "u-1",
+      reason,
+      message: reason,
+    });
+    const at = (minutes: number) => 1_000_000 + minutes * 60_000;
+    const now = jest.spyOn(Date, "now").mockReturnValue(at(0));
+    try {
+      await events.report([item("AnnounceDisabled")], "Normal", { repeat: true });
+      now.mockReturnValue(at(1));
+      await events.report([item("AnnounceEnabled")], "Normal", { repeat: true });
+      now.mockReturnValue(at(5));
+      await events.report([item("AnnounceDisabled")], "Normal", { repeat: true });
+      // Ten minutes after each one's last send: the Enabled one is sent, the Disabled one not yet.
+      now.mockReturnValue(at(11.5));
+      await events.report([item("AnnounceEnabled"), item("AnnounceDisabled")], "Normal");
+    } finally {
+      now.mockRestore();
+    }
+    expect(created.map((e) => e.reason)).toEqual([
+      "AnnounceDisabled",
+      "AnnounceEnabled",
+      "AnnounceDisabled",
+      "AnnounceEnabled",
+    ]);
+  });
 });

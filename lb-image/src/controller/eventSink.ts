@@ -2,12 +2,17 @@
 // session) becomes Kubernetes Events on those objects: Warnings for problems, Normal ones for what
 // it did (a VIP allocated or moved). Each carries the object's uid, without which
 // `kubectl describe` does not show it. A distinct Event is sent once per ten minutes: a reconcile
-// loop must not flood the API with repeats.
+// loop must not flood the API with repeats (a change of state, told once when it happens, may ask
+// to be sent each time).
 import type { CoreV1Api } from "@kubernetes/client-node";
 import type { Logger } from "pino";
 import type { SkippedItem } from "./desiredState.ts";
 
 export type EventType = "Normal" | "Warning";
+export interface ReportOptions {
+  /** Sent even when the same Event went out in the last ten minutes (each is a change, told once). */
+  repeat?: boolean;
+}
 
 const REPEAT_AFTER_MS = 10 * 60_000;
 const API_VERSION: Record<SkippedItem["kind"], string> = {
@@ -29,13 +34,14 @@ export class EventSink {
   }
 
   /** Logs every item; sends an Event for each one not sent in the last ten minutes. */
-  async report(items: SkippedItem[], type: EventType = "Warning"): Promise<void> {
+  async report(items: SkippedItem[], type: EventType = "Warning", opts: ReportOptions = {}): Promise<void> {
     const now = Date.now();
     this.forgetBefore(now - REPEAT_AFTER_MS);
     for (const item of items) {
       // The uid is part of it: a Service deleted and created again is told again.
       const key = `${type}/${item.kind}/${item.object}/${item.uid ?? ""}/${item.reason}/${item.message}`;
-      if (this.sent.has(key)) continue;
+      if (this.sent.has(key) && !opts.repeat) continue;
+      this.sent.delete(key);
       this.sent.set(key, now);
       this.log[type === "Warning" ? "warn" : "info"](
         { object: item.object, kind: item.kind, reason: item.reason },
@@ -72,7 +78,7 @@ export class EventSink {
 
   /**
    * Keeps the memory of sent Events to the last ten minutes (Services come and go by thousands).
-   * Keys are only added when absent, so the map is in time order and the scan stops at the first
+   * A key is (re)inserted when sent, so the map is in time order and the scan stops at the first
    * recent one.
    */
   private forgetBefore(t: number): void {

@@ -99,6 +99,12 @@ export class ControllerMetrics {
     help: "When the data plane was last read back and found as applied (Unix time)",
     registers: [this.registry],
   });
+  readonly vipsHeldBack = new Gauge({
+    name: "portable_lb_vips_held_back",
+    help: 'VIPs this LB pod serves but does not announce (BGP) or route (cloud routes), by reason: AnnounceDisabled (the Service\'s portable-lb.io/announce is "false"), NoReadyBackend (no backend takes new flows)',
+    labelNames: ["reason"],
+    registers: [this.registry],
+  });
   readonly verifiedVips = new Gauge({
     name: "portable_lb_verified_vips",
     help: "VIPs whose every service and local route are read back from the kernel as applied",

@@ -3,12 +3,15 @@
 import type { V1EndpointSlice, V1Service } from "@kubernetes/client-node";
 import { lbConfigSchema } from "@portable-lb/core/config";
 import { pino } from "pino";
+import type { DataPlaneEngine } from "../dataplane/engine.ts";
+import type { LocalVips } from "../dataplane/localVips.ts";
+import { serviceKey, type VirtualService } from "../dataplane/model.ts";
 import { idleEngine, idleLocalVips } from "../dataplane/testing/idleDataPlane.ts";
 import type { SkippedItem } from "./desiredState.ts";
-import type { EventType } from "./eventSink.ts";
+import type { EventType, ReportOptions } from "./eventSink.ts";
 import { ControllerMetrics } from "./metrics.ts";
 import { Reconciler } from "./reconciler.ts";
-import { CLASS, lbService } from "./testing/k8sObjects.ts";
+import { CLASS, lbService, slice } from "./testing/k8sObjects.ts";
 
 const config = lbConfigSchema.parse({
   loadBalancerClass: CLASS,
@@ -174,5 +177,139 @@ describe("Reconciler", () => {
       { type: "Normal", reason: "NoLoadBalancerClass", object: "default/plain", uid: "u-plain" },
     ]);
     reconciler.stop();
+  });
+});
+
+describe("Reconciler and the announce annotation", () => {
+  /**
+   * A reconciler over `services()` whose data plane verifies whatever it applied (`apply` may fail
+   * it), recording what it hands the announcer, the rules applied and the Events.
+   */
+  function serving(services: () => V1Service[], o: { leader?: boolean; failApply?: () => boolean } = {}) {
+    let rules: VirtualService[] = [];
+    let routes: string[] = [];
+    const engine: DataPlaneEngine = {
+      ...idleEngine(),
+      apply: (desired) => {
+        if (o.failApply?.()) return Promise.reject(new Error("nft: Operation not permitted"));
+        rules = desired;
+        return Promise.resolve({ changes: 0, drift: [] });
+      },
+      verified: () => new Set(rules.map(serviceKey)),
+    };
+    const localVips = {
+      ...idleLocalVips(),
+      apply: (vips: string[]) => {
+        routes = vips;
+        return Promise.resolve(0);
+      },
+      verified: () => new Set(routes),
+    } as unknown as LocalVips;
+    const announced: { vips: string[]; heldBack: string[] }[] = [];
+    const events: { type: EventType; reason: string; object: string; repeat: boolean }[] = [];
+    const metrics = new ControllerMetrics();
+    const reconciler = new Reconciler({
+      config,
+      view: {
+        synced: () => true,
+        services: () => [...services()],
+        slices: () => [slice("web", [{ ip: "10.244.0.5" }]), slice("api", [{ ip: "10.244.0.6" }])],
+      },
+      engine,
+      localVips,
+      metrics,
+      log: pino({ level: "silent" }),
+      report: (items: SkippedItem[], type: EventType = "Warning", opts?: ReportOptions) =>
+        Promise.resolve(
+          void events.push(
+            ...items.map(({ object, reason }) => ({ type, reason, object, repeat: opts?.repeat ?? false })),
+          ),
+        ),
+      pod: { object: "portable-lb-system/lb-1", kind: "Pod" },
+      writeStatus: () => Promise.resolve(),
+      isLeader: () => o.leader ?? true,
+      announce: (vips, heldBack) => void announced.push({ vips, heldBack: [...heldBack] }),
+    });
+    const heldBackMetric = async () =>
+      Object.fromEntries((await metrics.vipsHeldBack.get()).values.map((v) => [v.labels.reason, v.value]));
+    return {
+      reconciler,
+      announced,
+      events,
+      heldBackMetric,
+      vipsRuled: () => [...new Set(rules.map((r) => r.vip))].sort(),
+    };
+  }
+  const web = (annotations?: Record<string, string>) =>
+    lbService("web", { vips: ["10.1.1.1"], ...(annotations && { annotations }) });
+  const api = lbService("api", { vips: ["10.1.1.2"] });
+
+  it('keeps a Service whose announce is "false" served but hands its VIP to no announcer, and tells it', async () => {
+    let services = [web({ "portable-lb.io/announce": "false" }), api];
+    const f = serving(() => services);
+    await f.reconciler.reconcileOnce();
+    expect(f.announced.at(-1)).toEqual({ vips: ["10.1.1.2"], heldBack: ["10.1.1.1"] });
+    expect(f.vipsRuled()).toEqual(["10.1.1.1", "10.1.1.2"]);
+    expect(await f.heldBackMetric()).toEqual({ AnnounceDisabled: 1, NoReadyBackend: 0 });
+    expect(f.events).toEqual([
+      { type: "Normal", reason: "AnnounceDisabled", object: "default/web", repeat: true },
+    ]);
+    // Another run with nothing changed: nothing more to tell.
+    await f.reconciler.reconcileOnce();
+    expect(f.events).toHaveLength(1);
+
+    services = [web(), api];
+    await f.reconciler.reconcileOnce();
+    expect(f.announced.at(-1)).toEqual({ vips: ["10.1.1.1", "10.1.1.2"], heldBack: [] });
+    expect(await f.heldBackMetric()).toEqual({ AnnounceDisabled: 0, NoReadyBackend: 0 });
+    expect(f.events.at(-1)).toEqual({
+      type: "Normal",
+      reason: "AnnounceEnabled",
+      object: "default/web",
+      repeat: true,
+    });
+    f.reconciler.stop();
+  });
+
+  it("hands a change of the annotation on at once, even when the data plane's run then fails", async () => {
+    let services = [web(), api];
+    let failing = false;
+    const f = serving(() => services, { failApply: () => failing });
+    await f.reconciler.reconcileOnce();
+    expect(f.announced.at(-1)!.vips).toEqual(["10.1.1.1", "10.1.1.2"]);
+    failing = true;
+    services = [web({ "portable-lb.io/announce": "false" }), api];
+    await expect(f.reconciler.reconcileOnce()).rejects.toThrow(/Operation not permitted/);
+    expect(f.announced.at(-1)).toEqual({ vips: ["10.1.1.2"], heldBack: ["10.1.1.1"] });
+    expect(f.events.map((e) => e.reason)).toEqual(["AnnounceDisabled"]);
+    f.reconciler.stop();
+  });
+
+  it("takes a bad value as bad input: a Warning every run, and the VIP announced", async () => {
+    const f = serving(() => [web({ "portable-lb.io/announce": "off" }), api]);
+    await f.reconciler.reconcileOnce();
+    await f.reconciler.reconcileOnce();
+    expect(f.announced.at(-1)).toEqual({ vips: ["10.1.1.1", "10.1.1.2"], heldBack: [] });
+    expect(f.events).toEqual([
+      { type: "Warning", reason: "InvalidAnnounce", object: "default/web", repeat: false },
+      { type: "Warning", reason: "InvalidAnnounce", object: "default/web", repeat: false },
+    ]);
+    f.reconciler.stop();
+  });
+
+  it("refuses a handover out loud, from the allocator only (once for the cluster)", async () => {
+    const services = () => [web({ "portable-lb.io/handover-from": "192.168.100.11" }), api];
+    const leader = serving(services);
+    const other = serving(services, { leader: false });
+    await leader.reconciler.reconcileOnce();
+    await other.reconciler.reconcileOnce();
+    expect(leader.events).toEqual([
+      { type: "Warning", reason: "HandoverUnsupported", object: "default/web", repeat: false },
+    ]);
+    expect(other.events).toEqual([]);
+    // Ignored: announced as without it.
+    expect(leader.announced.at(-1)!.vips).toEqual(["10.1.1.1", "10.1.1.2"]);
+    leader.reconciler.stop();
+    other.reconciler.stop();
   });
 });

@@ -27,11 +27,19 @@ import {
   type SkippedItem,
 } from "./desiredState.ts";
 import type { LbPeers } from "./dsrPolicy.ts";
-import type { EventType } from "./eventSink.ts";
+import type { EventType, ReportOptions } from "./eventSink.ts";
 import type { ControllerMetrics } from "./metrics.ts";
 import { ingressOf } from "./statusWriter.ts";
 import { allocate, type Allocation } from "./vipAllocator.ts";
-import { announcedVips } from "../bgp/announcements.ts";
+import {
+  NO_INTENT,
+  announceChanges,
+  announceIntent,
+  handoverUnsupported,
+  sameHeldBack,
+  type AnnounceIntent,
+} from "../announce/announceAnnotation.ts";
+import { HELD_BACK_REASONS, announcement } from "../bgp/announcements.ts";
 import { CoalescingRunner } from "../common/coalescingRunner.ts";
 import { sameItems } from "../common/sameItems.ts";
 import type { HealthChecker } from "../health/healthChecker.ts";
@@ -60,7 +68,7 @@ export interface ReconcilerDeps {
   metrics: ControllerMetrics;
   log: Logger;
   /** Sends Events (Warnings unless told otherwise); never throws. */
-  report: (items: SkippedItem[], type?: EventType) => Promise<void>;
+  report: (items: SkippedItem[], type?: EventType, opts?: ReportOptions) => Promise<void>;
   /** The LB pods, whom NetworkPolicies must let send the DSR tunnel (dsrPolicy.ts). */
   lbPeers?: LbPeers;
   /** This LB pod, which data-plane drift is reported on. */
@@ -71,11 +79,13 @@ export interface ReconcilerDeps {
   /** Active health checks; the reconciler tells it what to check and reads its verdicts. */
   health?: HealthChecker;
   /**
-   * BGP mode: hands the Announcer the VIPs the data plane serves now, verified in the kernel (see
-   * bgp/announcements.ts), after every run that applied or read back the data plane; it announces
-   * those the rest of the path can deliver too.
+   * BGP mode: hands the Announcer the VIPs the data plane serves now, verified in the kernel, less
+   * those their Services hold back (see bgp/announcements.ts), after every run that applied or read
+   * back the data plane, and at once when the Services hold back others; it announces those the
+   * rest of the path can deliver too. Cloud-routes mode: the route loop, which also removes its
+   * routes to the held-back VIPs (`heldBack`).
    */
-  announce?: (vips: string[]) => void;
+  announce?: (vips: string[], heldBack: ReadonlySet<string>) => void;
   retryMs?: number;
   /** Read-back intervals (see VerifySchedule); defaults there. */
   verifyIntervals?: { minIntervalMs?: number; costFactor?: number };
@@ -105,6 +115,8 @@ export class Reconciler {
   /** The services last applied, for telling which VIPs are verified. */
   private desired: VirtualService[] = [];
   private verifiedNow: string[] = [];
+  /** What the Services last asked of the announcements (their portable-lb.io/announce). */
+  private intent: AnnounceIntent = NO_INTENT;
   /** Since when applying, and verifying, the data plane has failed without a success since. */
   private readonly failingSince: { apply?: number; verify?: number } = {};
   private readonly schedule: VerifySchedule;
@@ -300,14 +312,40 @@ export class Reconciler {
     this.verifiedNow = vips;
     // Announced only once the rules are verified: a router never reaches a pod before it can serve.
     const verified = new Set(vips);
-    this.d.announce?.(announcedVips(this.desired).filter((vip) => verified.has(vip)));
+    const disabled = new Set(this.intent.heldBack.keys());
+    const a = announcement(this.desired, disabled);
+    for (const reason of HELD_BACK_REASONS)
+      this.d.metrics.vipsHeldBack.set({ reason }, a.heldBack[reason].length);
+    this.d.announce?.(
+      a.vips.filter((vip) => verified.has(vip)),
+      disabled,
+    );
+  }
+
+  /**
+   * Takes what the Services now ask of the announcements: a change is handed on at once (holding a
+   * VIP back is always safe, and one released was verified before), whatever the data plane's run
+   * does next, and told on the Services.
+   */
+  private takeIntent(intent: AnnounceIntent): void {
+    const before = this.intent;
+    this.intent = intent;
+    if (sameHeldBack(before, intent)) return;
+    if (this.applied) this.updateVerified();
+    if (!this.d.announce) return; // nothing announces or routes: nothing to tell
+    const pod = this.d.pod?.object.split("/")[1] ?? "(unnamed)";
+    const told = announceChanges(before, intent, pod, this.d.config.routingMode);
+    // Each change is news, even one back to a state told minutes ago.
+    if (told.length) void this.d.report(told, "Normal", { repeat: true });
   }
 
   async reconcileOnce(): Promise<void> {
     const { view, config } = this.d;
     if (!view.synced()) return;
     const ours = view.services().filter((s) => isOurs(s, config.loadBalancerClass));
-    const problems: SkippedItem[] = [];
+    const intent = announceIntent(ours);
+    this.takeIntent(intent);
+    const problems: SkippedItem[] = [...intent.problems];
     const allocating = this.d.isLeader() && this.d.writeStatus !== undefined;
     if (allocating) {
       // Allocation depends on the Services alone: when none changed since a run whose writes all
@@ -318,6 +356,8 @@ export class Reconciler {
         this.allocated = { services: current, ...result, written: false };
       }
       problems.push(...this.allocated.problems);
+      // Said once for the cluster (by the allocator), not by every LB pod.
+      problems.push(...handoverUnsupported(ours));
     }
     const desired = desiredState({
       services: ours,

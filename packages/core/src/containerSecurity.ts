@@ -14,3 +14,8 @@ export function minimalSecurityContext(capabilities: string[]): k8s.types.input.
     seccompProfile: { type: "RuntimeDefault" },
   };
 }
+
+/** A pod of Pod Security's restricted level: run as `uid` (never root), with the runtime's seccomp profile. */
+export function restrictedPodSecurityContext(uid: number) {
+  return { runAsNonRoot: true, runAsUser: uid, seccompProfile: { type: "RuntimeDefault" } };
+}

@@ -20,8 +20,13 @@ export interface ClusterEnvironment {
   platform: Platform;
   /** Admin kubeconfig of the cluster (a secret). */
   kubeconfig: pulumi.Input<string>;
-  /** BGP peering the environment offers: the upstream routers VIP routes are sent to. */
-  bgp?: { routers: string[] };
+  /**
+   * BGP peering the environment offers: the upstream routers VIP routes are sent to; the router's
+   * id when it is not the first router's address (the lab's router, one for several platforms); and
+   * a name that sets this platform's peer group, BFD profile and route-map apart in the router's
+   * config, where one router serves several platforms (their snippets pasted side by side).
+   */
+  bgp?: { routers: string[]; routerId?: string; platformName?: string };
   /** How many nodes carry the LB node label, when the environment knows (it created them). */
   lbNodeCount?: number;
   /** An LB image the environment itself provides (the lab's local build), when loadBalancer.image is not set. */
@@ -53,4 +58,16 @@ export interface ClusterEnvironment {
    * (cloud machines it made keep their anti-spoofing checks): dataPlane.mode dsr is refused with it.
    */
   vipSourcedRepliesDropped?: string;
+  /**
+   * Whether the Kubernetes provider may forget the cluster's objects when the cluster cannot be
+   * reached on destroy: for an environment whose cluster goes with the stack (the lab's, which a
+   * crashed machine leaves unreachable until the next up).
+   */
+  deleteUnreachable?: boolean;
+  /**
+   * A name that stays the cluster's whatever its kubeconfig becomes (the Kubernetes provider's
+   * `clusterIdentifier`): without it, a kubeconfig not yet known at preview (one a provisioning
+   * resource rewrites, as the lab's heal does after a crash) plans every object's replacement.
+   */
+  clusterIdentifier?: string;
 }

@@ -9,7 +9,7 @@ export * from "./flannel/index.ts";
 export * from "./loadBalancer/index.ts";
 export * from "./routeReflector/index.ts";
 export { CONFIG_HASH_ANNOTATION, configHash } from "./configHash.ts";
-export { minimalSecurityContext } from "./containerSecurity.ts";
+export { minimalSecurityContext, restrictedPodSecurityContext } from "./containerSecurity.ts";
 export type { ClusterEnvironment, EnvironmentRouteTargets, RouteTargetFacts } from "./environment.ts";
 export { PART_OF, standardLabels } from "./labels.ts";
 export { PLATFORMS, hasCloudGateway, type Platform } from "./platform.ts";

@@ -111,7 +111,9 @@ describe("NftEngine", () => {
     expect(tunnels()).toEqual({ rules: [], routes: [], device: "" });
     expect(inNs("ip rule show pref 0").toString()).toBe("0:\tfrom all lookup local\n");
     inNs("nft delete table ip portable_lb"); // the next case starts from none
-  });
+    // Some 40 ip and nft commands and a wait of TUNNEL_CHECK_MS: past Jest's 5 s on a loaded machine
+    // (CI's two workers), which left the table behind for the next case.
+  }, 30_000);
 
   it("creates its table, adopts it after a restart without touching it, and changes only what changed", async () => {
     const first = new NftEngine(nft, ip);

@@ -1,3 +1,4 @@
+import * as pulumi from "@pulumi/pulumi";
 import { installMocks, settled, typeChain } from "../../../../test/unit/pulumiMocks.ts";
 import { LoadBalancerService, type LoadBalancerServiceArgs } from "./loadBalancerService.ts";
 
@@ -57,6 +58,34 @@ describe("LoadBalancerService", () => {
     );
   });
 
+  it("annotates a withdrawal and a handover for a migration, and nothing when unset", async () => {
+    const warn = jest.spyOn(pulumi.log, "warn").mockResolvedValue();
+    new LoadBalancerService("web", {
+      ...args,
+      announce: false,
+      handover: { from: ["192.168.100.11", "192.168.100.12"], acceptFrom: ["192.168.101.11"] },
+    });
+    await settled();
+    const s = recorded.find((r) => r.type === "kubernetes:core/v1:Service")!.inputs;
+    expect(s.metadata.annotations).toEqual({
+      "portable-lb.io/announce": "false",
+      "portable-lb.io/handover-from": "192.168.100.11,192.168.100.12",
+      "portable-lb.io/handover-accept-from": "192.168.101.11",
+    });
+    // The LB pods do not implement a handover yet: said at deployment too, not only in Events.
+    expect(warn.mock.calls.map(([message]) => message)).toEqual([
+      expect.stringMatching(/^service web: handover is not implemented yet in this version/),
+    ]);
+    recorded.length = 0;
+    new LoadBalancerService("plain", { ...args, announce: true });
+    await settled();
+    expect(
+      recorded.find((r) => r.type === "kubernetes:core/v1:Service")!.inputs.metadata.annotations,
+    ).toEqual({});
+    expect(warn).toHaveBeenCalledTimes(1);
+    warn.mockRestore();
+  });
+
   it.each<[string, Partial<LoadBalancerServiceArgs>, string]>([
     [
       "a source range that is no prefix",
@@ -97,6 +126,16 @@ describe("LoadBalancerService", () => {
       "a malformed VIP",
       { vips: ["10.1.1"] },
       'service.vips[0]: not an IPv4 address; write it like 10.0.0.1 (got "10.1.1")',
+    ],
+    [
+      "a handover address that is no address",
+      { handover: { from: ["lb1"] } },
+      'service.handover.from[0]: not an IPv4 address; write it like 10.0.0.1 (got "lb1")',
+    ],
+    [
+      "an empty handover list",
+      { handover: { acceptFrom: [] } },
+      "service.handover.acceptFrom: names no LB node; omit it (got [])",
     ],
     [
       "no pools",

@@ -4,10 +4,16 @@
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
 import { z } from "zod";
-import { REQUESTED_VIPS_ANNOTATION, VIP_POOL_ANNOTATION } from "../config/annotations.ts";
+import {
+  ANNOUNCE_ANNOTATION,
+  HANDOVER_ACCEPT_FROM_ANNOTATION,
+  HANDOVER_FROM_ANNOTATION,
+  REQUESTED_VIPS_ANNOTATION,
+  VIP_POOL_ANNOTATION,
+} from "../config/annotations.ts";
 import { cidrContains, ipv4Address, ipv4Cidr } from "../config/cidr.ts";
 import { DEFAULT_LOAD_BALANCER_CLASS } from "../config/lbConfig.ts";
-import { vipPoolSchema, type VipPool } from "../config/vipPool.ts";
+import { vipPoolSchema } from "../config/vipPool.ts";
 import { ConfigError, parseOrThrow } from "../validation.ts";
 
 export interface LoadBalancerServiceArgs {
@@ -17,8 +23,11 @@ export interface LoadBalancerServiceArgs {
   /** Pods behind the VIP. */
   selector: Record<string, string>;
   ports: k8s.types.input.core.v1.ServicePort[];
-  /** The platform's VIP pools (the PortableCluster `vipPools` output, e.g. via a StackReference). */
-  vipPools: VipPool[];
+  /**
+   * The platform's VIP pools (the PortableCluster `vipPools` output, e.g. via a StackReference);
+   * `avoidBuggyIps` may be left out, as in the platform's own config.
+   */
+  vipPools: z.input<typeof vipPoolSchema>[];
   /** The platform's class (PortableCluster `loadBalancerClass`). */
   loadBalancerClass?: string;
   /** Specific VIPs to ask for; each must lie in a pool. Omit to get one allocated. */
@@ -32,6 +41,24 @@ export interface LoadBalancerServiceArgs {
    * the rest, in either data-plane mode). Omit to admit every client.
    */
   sourceRanges?: string[];
+  /**
+   * false: keep serving the VIPs but stop announcing them (BGP) or routing them (cloud routes), so
+   * traffic moves to another platform that announces them too (a migration's "move traffic" step).
+   * The VIPs stay in the Service's status, and the LB pods' rules stay. Default true.
+   */
+  announce?: boolean;
+  /**
+   * A migration by BGP between platforms that announce the same VIP (README, "Migration"). Not
+   * implemented yet in this version: the annotations are written, but the LB pods ignore them and
+   * say so (a Warning Event `HandoverUnsupported` on the Service, and a warning here), so
+   * connections the router moves between the platforms may be reset.
+   */
+  handover?: {
+    /** The old platform's LB node addresses: connections these LB pods did not see start go there. */
+    from?: string[];
+    /** The new platform's LB node addresses: accept the connections they hand back. */
+    acceptFrom?: string[];
+  };
 }
 
 const argsSchema = z.object({
@@ -43,6 +70,13 @@ const argsSchema = z.object({
   sourceRanges: z
     .array(ipv4Cidr)
     .min(1, { error: "admits no client; omit it to admit every one" })
+    .optional(),
+  announce: z.boolean().optional(),
+  handover: z
+    .strictObject({
+      from: z.array(ipv4Address).min(1, { error: "names no LB node; omit it" }).optional(),
+      acceptFrom: z.array(ipv4Address).min(1, { error: "names no LB node; omit it" }).optional(),
+    })
     .optional(),
 });
 
@@ -72,9 +106,17 @@ export class LoadBalancerService extends pulumi.ComponentResource {
         `service.pool: no such VIP pool (got "${a.pool}"); use one of: ${a.vipPools.map((p) => p.name).join(", ")}`,
       );
     }
+    if (a.handover)
+      void pulumi.log.warn(
+        `service ${args.name}: handover is not implemented yet in this version of portable-lb; the LB pods ignore it (Warning Event HandoverUnsupported on the Service), so connections the router moves between the platforms may be reset`,
+        this,
+      );
     const annotations = {
       ...(a.vips?.length && { [REQUESTED_VIPS_ANNOTATION]: a.vips.join(",") }),
       ...(a.pool !== undefined && { [VIP_POOL_ANNOTATION]: a.pool }),
+      ...(a.announce === false && { [ANNOUNCE_ANNOTATION]: "false" }),
+      ...(a.handover?.from && { [HANDOVER_FROM_ANNOTATION]: a.handover.from.join(",") }),
+      ...(a.handover?.acceptFrom && { [HANDOVER_ACCEPT_FROM_ANNOTATION]: a.handover.acceptFrom.join(",") }),
     };
     this.service = new k8s.core.v1.Service(
       name,

@@ -279,6 +279,21 @@ describe("PortableCluster", () => {
     for (const r of k8sResources) expect(r.provider).toMatch(/::plb-k8s::/);
   });
 
+  it("names its cluster to the provider when the environment gives an identity, and only then", async () => {
+    const args = bgpArgs("onprem");
+    new PortableCluster("plb", {
+      ...args,
+      environment: { ...args.environment, clusterIdentifier: "lab/plb" },
+    });
+    new PortableCluster("plain", bgpArgs("onprem"));
+    await settled();
+    const providers = ofType("pulumi:providers:kubernetes");
+    expect(providers.map((p) => [p.name, p.inputs.clusterIdentifier]).sort()).toEqual([
+      ["plain-k8s", undefined],
+      ["plb-k8s", "lab/plb"],
+    ]);
+  });
+
   it("lets the reflectors accept speakers from the pod network and, masqueraded by flannel, the node network", async () => {
     new PortableCluster("plb", bgpArgs("onprem"));
     await settled();

@@ -87,7 +87,11 @@ export class PortableCluster extends pulumi.ComponentResource {
     this.kubeconfig = pulumi.secret(pulumi.output(env.kubeconfig));
     this.provider = new k8s.Provider(
       `${name}-k8s`,
-      { kubeconfig: this.kubeconfig },
+      {
+        kubeconfig: this.kubeconfig,
+        ...(env.deleteUnreachable && { deleteUnreachable: true }),
+        ...(env.clusterIdentifier && { clusterIdentifier: env.clusterIdentifier }),
+      },
       { parent: this, ...(env.dependsOn && { dependsOn: env.dependsOn }) },
     );
     const child = { parent: this, provider: this.provider };
@@ -183,7 +187,8 @@ export class PortableCluster extends pulumi.ComponentResource {
       const routerConfig = pulumi.all([lbArgs.bgp?.password]).apply(([password]) =>
         renderUpstreamRouterFrr({
           asn: bgpArgs.asn,
-          routerId: env.bgp!.routers[0]!,
+          routerId: env.bgp!.routerId ?? env.bgp!.routers[0]!,
+          ...(env.bgp!.platformName !== undefined && { platformName: env.bgp!.platformName }),
           routeReflectors: reflectors.map((r) => r.address),
           maximumPaths: bgpArgs.maximumPaths,
           bfd: lbBgp.bfd,

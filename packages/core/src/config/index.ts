@@ -30,7 +30,13 @@ export {
   type LbConfig,
   type LbConfigInput,
 } from "./lbConfig.ts";
-export { REQUESTED_VIPS_ANNOTATION, VIP_POOL_ANNOTATION } from "./annotations.ts";
+export {
+  ANNOUNCE_ANNOTATION,
+  HANDOVER_ACCEPT_FROM_ANNOTATION,
+  HANDOVER_FROM_ANNOTATION,
+  REQUESTED_VIPS_ANNOTATION,
+  VIP_POOL_ANNOTATION,
+} from "./annotations.ts";
 export { HEALTH_CHECK_ANNOTATION, parseHealthCheck, type HealthCheckSpec } from "./healthCheck.ts";
 export {
   SOURCE_RANGES_ANNOTATION,
