@@ -8,6 +8,7 @@ here=$(dirname "${BASH_SOURCE[0]}")
 . "$here/bootstrap/apt.sh"
 . "$here/bootstrap/node.sh"
 . "$here/bootstrap/pulumi.sh"
+. "$here/bootstrap/python.sh"
 . "$here/bootstrap/kubernetes.sh"
 . "$here/bootstrap/cni.sh"
 . "$here/bootstrap/flannel.sh"
@@ -17,6 +18,7 @@ here=$(dirname "${BASH_SOURCE[0]}")
 . "$here/bootstrap/fastpath.sh"
 . "$here/bootstrap/debBinary.sh"
 . "$here/bootstrap/nginx.sh"
+. "$here/bootstrap/named.sh"
 . "$here/bootstrap/dockerRegistry.sh"
 . "$here/bootstrap/ipvsGuest.sh"
 . "$here/bootstrap/moto.sh"
@@ -40,9 +42,11 @@ fi
 # The downloads that build nothing run in one background job, one after another. The builds run in
 # two chains side by side: one build alone left the CPUs idle through its module downloads, its
 # links and its serial packages (83% busy over a cold bootstrap).
-( install_npm_dependencies && install_moto && install_ipvs_guest && install_nginx && install_docker_registry ) &
+( install_npm_dependencies && install_moto && install_pulumi_python_venv && install_ipvs_guest && install_nginx && install_named &&
+  install_docker_registry ) &
 downloads=$!
-( install_pulumi ) &
+# The Python language host and SDK generator reuse the CLI's compiled packages: ~10 s after it.
+( install_pulumi && install_pulumi_python ) &
 pulumi_builds=$!
 install_kubernetes
 install_cni_plugins

@@ -33,6 +33,11 @@ COREDNS_TOOL_VERSION=$COREDNS_VERSION-$(echo "$COREDNS_LEFT_OUT" | sha256sum | c
 FASTPATH_TOOL_VERSION=$( { clang-14 --version 2>/dev/null | head -1; cd "$REPO_ROOT/lb-image/fastpath" &&
   find . -type f ! -name '*.md' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum; } | sha256sum | cut -c1-12)
 
+# The Python SDK generator's cache key (python.sh): the CLI's version and a hash of its source.
+PULUMI_PYTHON_SDKGEN_TOOL_VERSION=$PULUMI_VERSION-$(sha256sum "$REPO_ROOT/scripts/pulumi-python-sdkgen/main.go" | cut -c1-12)
+# The Python programs' venv's key (python.sh): a hash of its requirements; toolenv.sh reads it too.
+PULUMI_PYTHON_VENV_VERSION=$(echo "$PULUMI_PYTHON_VENV_REQUIREMENTS" | sha256sum | cut -c1-12)
+
 # tool_dir NAME VERSION -> the cache folder holding that build
 tool_dir() { printf '%s/%s-%s' "$PLB_TOOLS" "$1" "$2"; }
 # A build counts only once its stamp exists; builds happen in a temp folder and move in atomically.
@@ -93,4 +98,25 @@ need_memory_gb() {
   avail_kb=$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo)
   [ "$avail_kb" -ge $(($1 * 1024 * 1024)) ] ||
     die "only $((avail_kb / 1024)) MB of memory is free; the Go builds need about $1 GB. Stop other work (a stale control plane? run 'npm run control-plane -- down') and rerun."
+}
+
+# install_venv NAME VERSION WHAT PIP_REQUIREMENT...: a Python venv in the cache, keyed by VERSION,
+# with the requirements installed from PyPI. A venv's scripts name its own path, so it is built
+# where it stays (not moved in from a staging folder as install_tool does).
+install_venv() {
+  local name=$1 version=$2 what=$3 dest log
+  shift 3
+  dest=$(tool_dir "$name" "$version")
+  log=$PLB_LOGS/$name.log
+  tool_ready "$name" "$version" && return 0
+  command -v python3 >/dev/null || die "python3 is not installed; $what needs it"
+  say "installing $* (cached in $dest)"
+  rm -rf "$dest" && mkdir -p "$dest"
+  if ! { python3 -m venv "$dest/venv" >>"$log" 2>&1 &&
+    "$dest/venv/bin/pip" install --disable-pip-version-check -q "$@" >>"$log" 2>&1; }; then
+    tail -n 5 "$log" >&2
+    rm -rf "$dest"
+    die "installing $* from PyPI failed; log: $log"
+  fi
+  touch "$dest/.complete"
 }

@@ -1,12 +1,12 @@
 # Pulumi CLI, Node language host and the kubernetes provider plugin, all built from the Go module
 # proxy (no binary downloads reach this machine). Sourced by bootstrap.sh.
 
-build_pulumi_cli() {
-  local staging=$1 mod
-  mod=$(mktemp -d) && cd "$mod" || return 1
-  # pkg/v3 cannot be `go install`ed (its go.mod has replace lines), so a wrapper module pins it.
+# pulumi_wrapper_go_mod NAME: the go.mod of a wrapper module on pkg/v3 and sdk/v3 at the CLI's version.
+# pkg/v3 cannot be `go install`ed (its go.mod has replace lines), so a wrapper module pins it; every
+# build on it (the CLI's, the Python SDK generator's) shares the compiled packages.
+pulumi_wrapper_go_mod() {
   cat >go.mod <<GOMOD
-module portablelb.local/pulumi-cli
+module portablelb.local/$1
 
 go 1.26
 
@@ -17,6 +17,12 @@ require (
 
 replace github.com/atotto/clipboard => github.com/tgummerer/clipboard v0.0.0-20241001131231-d02d263e614e
 GOMOD
+}
+
+build_pulumi_cli() {
+  local staging=$1 mod
+  mod=$(mktemp -d) && cd "$mod" || return 1
+  pulumi_wrapper_go_mod pulumi-cli
   mkdir -p "$staging/bin"
   go_build pulumi-cli "$staging/bin/pulumi" github.com/pulumi/pulumi/pkg/v3/cmd/pulumi \
     -ldflags "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v$PULUMI_VERSION"
@@ -25,23 +31,29 @@ GOMOD
   return $rc
 }
 
-build_pulumi_language_nodejs() {
-  local staging=$1 mod
+# build_language_host LANG VERSION STAGING: Pulumi's language host for LANG from sdk/v3 at VERSION
+# (the last versions that hold them: later ones are modules of their own, which the proxy refuses).
+build_language_host() {
+  local lang=$1 version=$2 staging=$3 mod
   mod=$(mktemp -d) && cd "$mod" || return 1
   cat >go.mod <<GOMOD
-module portablelb.local/pulumi-language-nodejs
+module portablelb.local/pulumi-language-$lang
 
 go 1.26
 
-require github.com/pulumi/pulumi/sdk/v3 v$PULUMI_LANGUAGE_NODEJS_VERSION
+require github.com/pulumi/pulumi/sdk/v3 v$version
 GOMOD
   mkdir -p "$staging/bin"
-  go_build pulumi-language-nodejs "$staging/bin/pulumi-language-nodejs" \
-    github.com/pulumi/pulumi/sdk/v3/nodejs/cmd/pulumi-language-nodejs \
-    -ldflags "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v$PULUMI_LANGUAGE_NODEJS_VERSION"
+  go_build "pulumi-language-$lang" "$staging/bin/pulumi-language-$lang" \
+    "github.com/pulumi/pulumi/sdk/v3/$lang/cmd/pulumi-language-$lang" \
+    -ldflags "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v$version"
   local rc=$?
   cd / && rm -rf "$mod"
   return $rc
+}
+
+build_pulumi_language_nodejs() {
+  build_language_host nodejs "$PULUMI_LANGUAGE_NODEJS_VERSION" "$1"
 }
 
 build_pulumi_kubernetes() {

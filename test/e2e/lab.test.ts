@@ -3,9 +3,13 @@
 // VIP answers, the router has one ECMP next hop per LB node, requests spread over LB nodes and
 // backends, a Service made with `kubectl expose` is served too, BFD is Up between the router, the reflectors and every LB speaker (their pods run by
 // the lab nodes' real kubelets, from the images we build) → a second up changes nothing
-// → LB pods 3 → 1 → 3, the route following → destroy, leaving no namespace, process or folder behind.
+// → LB pods 3 → 1 → 3, the route following → the faults → kubectl logs/exec and cluster DNS → an app
+// stack deployed through the platform's outputs, and the Python one → a second platform behind the
+// same router, with no failed request on the first → both back after a crash and after a reboot →
+// the app migrated to the second and back by DNS, then to it by BGP → the second taken away →
+// destroy, leaving no namespace, process or folder behind.
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
-import { RR_PATHS } from "@portable-lb/core";
+import { RR_PATHS, restrictedPodSecurityContext } from "@portable-lb/core";
 import { BIRD_RUN_FILES, LB_PATHS } from "@portable-lb/core/config";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -16,23 +20,63 @@ import {
   curlSpread,
   execCommand,
   labDir,
+  labImage,
   labNamespace,
   labNodeLayout,
   type LabPlan,
   routerNextHops,
+  type Spread,
   waitUntil,
 } from "@portable-lb/lab";
+import { Stack } from "@pulumi/pulumi/automation/index.js";
+import { Rfc2136Record } from "../../examples/migrate/dnsRecord.ts";
+import { migrate, type TrafficMove } from "../../examples/migrate/migration.ts";
+import { countCodes, runLoad, type LoadResult } from "../../bench/lib/loadClient.ts";
+import { crashLab } from "../harness/lab/labCrash.ts";
+import { DnsServer } from "../harness/lab/dnsServer.ts";
+import { upPythonAppStack } from "../harness/pythonAppStack.ts";
 import { containerPid } from "../harness/lab/labPods.ts";
-import { TestStack } from "../harness/testStack.ts";
+import { pulumiErrors, TestStack } from "../harness/testStack.ts";
 import { describeLabFaults } from "./labFaults.ts";
 import { parseBirdBfdSessions, parseFrrBfdPeers, upPeers } from "../harness/bfdSessions.ts";
 
 const repoRoot = join(__dirname, "..", "..");
 const NAME = "plb-e2e";
 /** The lab stack's own config (Pulumi.lab.yaml), with this test's name. */
-const labConfig = (
-  load(readFileSync(join(repoRoot, "Pulumi.lab.yaml"), "utf8")) as { config: Record<string, unknown> }
-).config;
+const stackConfig = (file: string) =>
+  (load(readFileSync(join(repoRoot, file), "utf8")) as { config: Record<string, unknown> }).config;
+const labConfig = stackConfig("Pulumi.lab.yaml");
+/** The second platform's (Pulumi.lab-b.yaml), named after this test's and joining its site. */
+const NAME_B = `${NAME}-b`;
+const labBConfig = stackConfig("Pulumi.lab-b.yaml");
+const environmentB = { ...(labBConfig["portable-lb:environment"] as object), name: NAME_B, site: NAME };
+
+/** MemAvailable of this machine, in MiB. */
+const memAvailableMiB = () =>
+  Number(/^MemAvailable:\s+(\d+) kB$/m.exec(readFileSync("/proc/meminfo", "utf8"))![1]) / 1024;
+
+/**
+ * Requests from the client to `vip`, one connection after another, while `during` runs: what a user
+ * of the platform sees meanwhile (bounded by `during`'s own bound).
+ */
+async function requestsDuring<T>(plan: LabPlan, vip: string, during: () => Promise<T>) {
+  const seen: Spread = { requests: 0, failed: 0, backends: {}, lbNodes: {}, errors: [] };
+  let done = false;
+  const asking = (async () => {
+    while (!done) {
+      const one = await curlSpread(plan, vip, 1);
+      seen.requests++;
+      seen.failed += one.failed;
+      seen.errors.push(...one.errors);
+    }
+  })();
+  try {
+    return { result: await during(), seen };
+  } finally {
+    done = true;
+    await asking;
+  }
+}
 
 async function namespacesLeft(): Promise<string[]> {
   const r = await execCommand("ip", ["netns", "list"]);
@@ -162,11 +206,34 @@ describe("the lab: npm run lab's stack, end to end", () => {
   let vip: string;
   let kubeconfig: string;
   let upSucceeded = false;
+  let stackB: TestStack | undefined;
+  let planB: LabPlan;
+  let vipB: string;
   /** A later step has nothing to check (and must not wait out its bound) when the first up failed. */
   const requireUp = () => {
     if (!upSucceeded) throw new Error("the first up failed (see above), so this step cannot run");
   };
+  /** What an up left half done in a stack's state: pending operations, originals still to delete. */
+  const unfinished = async (s: TestStack) => {
+    const d = (await s.stack.exportStack()).deployment as {
+      pending_operations?: { type: string; resource: { urn: string } }[];
+      resources?: { urn: string; delete?: boolean }[];
+    };
+    return [
+      ...(d.pending_operations ?? []).map((o) => `${o.type} ${o.resource.urn}`),
+      ...(d.resources ?? []).filter((r) => r.delete).map((r) => `to delete: ${r.urn}`),
+    ];
+  };
   const lbNodeIps = () => plan.nodes.filter((n) => n.role === "lb").map((n) => n.ip);
+  /** `ip` is another VIP of the platform's pool, routed over every LB node, answered by `backends` pods. */
+  const servedBesideTheDemo = async (ip: string, requests: number, backends: number) => {
+    expect(ip).toMatch(/^10\.1\.1\.\d+$/);
+    expect(ip).not.toBe(vip);
+    expect(await hopsBecome(plan, ip, lbNodeIps())).toEqual(lbNodeIps());
+    const spread = await curlSpread(plan, ip, requests);
+    expect(spread.errors).toEqual([]);
+    expect(Object.keys(spread.backends)).toHaveLength(backends);
+  };
 
   beforeAll(async () => {
     stack = await TestStack.create({
@@ -179,14 +246,18 @@ describe("the lab: npm run lab's stack, end to end", () => {
   });
   afterAll(async () => {
     // A failed test still leaves nothing running.
+    await stackB?.stack.destroy(within(STEP_MS)).catch((err: unknown) => console.error(err));
+    await stackB?.dispose();
     await stack?.stack.destroy(within(STEP_MS)).catch((err: unknown) => console.error(err));
     await stack?.dispose();
-  }, STEP_MS);
+  }, 2 * STEP_MS);
 
   it(
     "comes up with a VIP the router reaches over every LB node, serving from every backend",
     async () => {
-      const up = await stack.stack.up(within(UP_MS));
+      const up = await stack.stack.up(within(UP_MS)).catch((err: unknown) => {
+        throw new Error(`the first up failed:\n${pulumiErrors(err)}`);
+      });
       expect(up.summary.result).toBe("succeeded");
       plan = up.outputs.labPlan!.value as LabPlan;
       vip = up.outputs.demoVip!.value as string;
@@ -309,12 +380,7 @@ describe("the lab: npm run lab's stack, end to end", () => {
         60_000,
         500,
       );
-      expect(ip).toMatch(/^10\.1\.1\.\d+$/);
-      expect(ip).not.toBe(vip);
-      expect(await hopsBecome(plan, ip, lbNodeIps())).toEqual(lbNodeIps());
-      const spread = await curlSpread(plan, ip, 30);
-      expect(spread.errors).toEqual([]);
-      expect(Object.keys(spread.backends)).toHaveLength(3);
+      await servedBesideTheDemo(ip, 30, 3);
 
       await kubectl("delete", "service", "exposed");
       expect(await hopsBecome(plan, ip, [])).toEqual([]);
@@ -415,6 +481,387 @@ describe("the lab: npm run lab's stack, end to end", () => {
   );
 
   describeLabFaults(() => ({ plan, vip, kubeconfig }), requireUp);
+
+  it(
+    "answers kubectl logs and exec, and gives pods the cluster's DNS",
+    async () => {
+      requireUp();
+      const kubectl = async (args: string[], input?: string) => {
+        const r = await execCommand("kubectl", ["--kubeconfig", kubeconfig, ...args], {
+          timeoutMs: 150_000,
+          ...(input !== undefined && { input }),
+        });
+        if (r.code !== 0) throw new Error(`kubectl ${args.join(" ")}: ${r.stderr}`);
+        return r.stdout.trim();
+      };
+      const ns = "e2e-debug";
+      const pod = {
+        apiVersion: "v1",
+        kind: "Pod",
+        metadata: { name: "debug", namespace: ns },
+        spec: {
+          nodeSelector: { "portable-lb.io/lab-role": "worker" },
+          securityContext: restrictedPodSecurityContext(65534),
+          containers: [
+            {
+              name: "debug",
+              image: labImage("busybox").ref,
+              imagePullPolicy: "Never",
+              command: ["sh", "-c", "echo hello from the debug pod; exec sleep 600"],
+              securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] } },
+            },
+          ],
+        },
+      };
+      await kubectl(["create", "namespace", ns]);
+      try {
+        await kubectl(["apply", "-f", "-"], JSON.stringify(pod));
+        await kubectl(["-n", ns, "wait", "--for=condition=Ready", "pod/debug", "--timeout=120s"]);
+        // The API server reaches the kubelet (by the node's address, with its kubelet-client identity).
+        expect(await kubectl(["-n", ns, "logs", "debug"])).toBe("hello from the debug pod");
+        expect(await kubectl(["-n", ns, "exec", "debug", "--", "cat", "/etc/resolv.conf"])).toMatch(
+          new RegExp(`^nameserver ${plan.clusterDns.replaceAll(".", "\\.")}$`, "m"),
+        );
+        // Cluster names resolve through CoreDNS: the kubernetes Service and the demo's.
+        const demoIp = await kubectl([
+          "-n",
+          "demo",
+          "get",
+          "service",
+          "demo",
+          "-o",
+          "jsonpath={.spec.clusterIP}",
+        ]);
+        const lookup = await kubectl([
+          "-n",
+          ns,
+          "exec",
+          "debug",
+          "--",
+          "nslookup",
+          "demo.demo.svc.cluster.local",
+        ]);
+        expect(lookup).toContain(`Address: ${demoIp}`);
+        const events = await kubectl([
+          "get",
+          "events",
+          "-A",
+          "--field-selector=reason=MissingClusterDNS",
+          "-o",
+          "name",
+        ]);
+        expect(events).toBe("");
+      } finally {
+        await kubectl(["delete", "namespace", ns, "--wait=false"]);
+      }
+    },
+    STEP_MS,
+  );
+
+  it(
+    "runs an app stack on the platform through its outputs alone: served, unchanged on a second up, released on destroy",
+    async () => {
+      requireUp();
+      const app = await TestStack.create({
+        program: join(repoRoot, "examples", "app-stack", "index.ts"),
+        projectName: "shop",
+        backendOf: stack,
+        config: { "shop:platform": await stack.qualifiedName(), "shop:image": labImage("demo-web").ref },
+      });
+      try {
+        const up = await app.stack.up(within(STEP_MS));
+        expect(up.summary.result).toBe("succeeded");
+        const appVip = up.outputs.vip!.value as string;
+        expect(up.outputs.url!.value).toBe(`http://${appVip}/`);
+        await servedBesideTheDemo(appVip, 20, 2);
+
+        const again = await app.stack.up(within(STEP_MS));
+        expect(Object.keys(again.summary.resourceChanges ?? {}).filter((k) => k !== "same")).toEqual([]);
+
+        const down = await app.stack.destroy(within(STEP_MS));
+        expect(down.summary.result).toBe("succeeded");
+        expect(await hopsBecome(plan, appVip, [])).toEqual([]);
+      } finally {
+        await app.stack.destroy(within(STEP_MS)).catch(() => undefined);
+        await app.dispose();
+      }
+    },
+    3 * STEP_MS,
+  );
+
+  it(
+    "runs the Python app stack on the platform too, through the generated SDK: served, then released",
+    async () => {
+      requireUp();
+      const app = await upPythonAppStack(
+        {
+          platform: await stack.qualifiedName(),
+          backendDir: stack.stateDir,
+          image: labImage("demo-web").ref,
+        },
+        within(STEP_MS),
+      );
+      try {
+        const appVip = app.outputs.vip!.value as string;
+        await servedBesideTheDemo(appVip, 20, 2);
+        await app.destroy(within(STEP_MS));
+        expect(await hopsBecome(plan, appVip, [])).toEqual([]);
+      } catch (err) {
+        await app.destroy(within(STEP_MS)).catch(() => undefined);
+        throw err;
+      }
+    },
+    3 * STEP_MS,
+  );
+
+  it(
+    "runs a second platform beside the first, behind the same router and client, with no failed request on the first",
+    async () => {
+      requireUp();
+      const before = memAvailableMiB();
+      const started = Date.now();
+      // On the first's backend, so an app stack can name either platform (the migration below).
+      stackB = await TestStack.create({
+        program: repoRoot,
+        stackName: "b",
+        backendOf: stack,
+        config: { ...labBConfig, "portable-lb:environment": environmentB },
+      });
+      const { result: upB, seen } = await requestsDuring(plan, vip, () => stackB!.stack.up(within(UP_MS)));
+      expect(upB.summary.result).toBe("succeeded");
+      expect(await unfinished(stackB)).toEqual([]);
+      planB = upB.outputs.labPlan!.value as LabPlan;
+      vipB = upB.outputs.demoVip!.value as string;
+      console.log(
+        `second platform (${planB.nodes.length} nodes): up in ${((Date.now() - started) / 1000).toFixed(0)} s, ` +
+          `${(before - memAvailableMiB()).toFixed(0)} MiB more in use; the first's VIP meanwhile: ` +
+          `${seen.requests - seen.failed} of ${seen.requests} requests answered`,
+      );
+      expect(seen.errors).toEqual([]);
+      expect(seen.requests).toBeGreaterThan(10);
+      // One router and one client for both, each platform's own node network on it.
+      expect(planB.router.netns).toBe(plan.router.netns);
+      expect(planB.client).toEqual(plan.client);
+      expect(vipB).toMatch(/^10\.1\.2\.\d+$/);
+      const lbB = planB.nodes.filter((n) => n.role === "lb").map((n) => n.ip);
+      expect(await hopsBecome(planB, vipB, lbB)).toEqual(lbB);
+      expect(await hopsBecome(plan, vip, lbNodeIps())).toEqual(lbNodeIps());
+      const spreadB = await curlSpread(planB, vipB, 20);
+      expect(spreadB.errors).toEqual([]);
+      expect(Object.keys(spreadB.lbNodes).sort()).toEqual(["lb1", "lb2"]);
+    },
+    UP_MS,
+  );
+
+  /** Both platforms serve again: each VIP over each LB node, and requests answered. */
+  const bothServe = async () => {
+    const lbB = planB.nodes.filter((n) => n.role === "lb").map((n) => n.ip);
+    expect(await hopsBecome(plan, vip, lbNodeIps())).toEqual(lbNodeIps());
+    expect(await hopsBecome(planB, vipB, lbB)).toEqual(lbB);
+    expect((await curlSpread(plan, vip, 30)).errors).toEqual([]);
+    expect((await curlSpread(planB, vipB, 20)).errors).toEqual([]);
+  };
+  /** Both platforms healed in place: each up succeeds, replaces nothing and leaves nothing half done. */
+  const upBoth = async () => {
+    const started = Date.now();
+    for (const s of [stack, stackB!]) {
+      const up = await s.stack.up(within(UP_MS));
+      expect(up.summary.result).toBe("succeeded");
+      expect({ stack: s.stack.name, replaced: up.summary.resourceChanges?.replace ?? 0 }).toEqual({
+        stack: s.stack.name,
+        replaced: 0,
+      });
+      expect(await unfinished(s)).toEqual([]);
+    }
+    return (Date.now() - started) / 1000;
+  };
+
+  it.each([
+    ["a crash: every lab process killed at once, its namespaces left", false],
+    ["a reboot: every process and namespace gone", true],
+  ])(
+    "comes back whole on the next ups after %s",
+    async (what, reboot) => {
+      requireUp();
+      if (!stackB) throw new Error("the second platform did not come up (see above)");
+      const killed = await crashLab([plan, planB], { reboot });
+      const seconds = await upBoth();
+      console.log(
+        `after ${what}: ${killed} processes killed; both platforms up again in ${seconds.toFixed(0)} s`,
+      );
+      await bothServe();
+    },
+    2 * UP_MS,
+  );
+
+  it(
+    "migrates an app stack (examples/migrate) to the second platform and back by DNS, no request failing, then by BGP keeping its VIP",
+    async () => {
+      requireUp();
+      if (!stackB) throw new Error("the second platform did not come up (see above)");
+      const zone = "shop.test.";
+      const dns = await DnsServer.start(plan, zone);
+      const app = await TestStack.create({
+        program: join(repoRoot, "examples", "app-stack", "index.ts"),
+        projectName: "shop",
+        stackName: "on-a",
+        backendOf: stack,
+        config: { "shop:platform": await stack.qualifiedName(), "shop:image": labImage("demo-web").ref },
+      });
+      const { workDir, envVars } = app.stack.workspace;
+      const record = new Rfc2136Record({
+        name: `www.${zone}`,
+        zone,
+        server: dns.local,
+        keyFile: dns.keyFile,
+        ttlSeconds: 3,
+      });
+      /** Five answers from the client, as a user's check from where the users are. */
+      const fromTheClient = async (url: string) => {
+        const spread = await curlSpread(plan, new URL(url).hostname, 5);
+        if (spread.errors.length) throw new Error(`${url} from the client: ${spread.errors.join("; ")}`);
+      };
+      const platforms = { a: await stack.qualifiedName(), b: await stackB.qualifiedName() };
+      const migrated = ["on-a", "on-b"];
+      /** The migration's app stacks (the project's backend also holds the app-stack test's). */
+      const stacksNow = async () =>
+        (await app.stack.workspace.listStacks())
+          .map((s) => s.name)
+          .filter((n) => migrated.includes(n))
+          .sort();
+      try {
+        const up = await app.stack.up(within(STEP_MS));
+        const vipA = up.outputs.vip!.value as string;
+        await record.point(vipA);
+
+        // Bad input fails before anything changes, naming what to fix.
+        const base = { appDir: workDir, envVars, from: "on-a", to: "on-b", verify: fromTheClient };
+        const dnsWay = { kind: "dns" as const, record };
+        const refusals = [
+          [
+            { ...base, toPlatform: "organization/portable-lb/nowhere", way: dnsWay },
+            /toPlatform: cannot read the platform stack "organization\/portable-lb\/nowhere"/,
+          ],
+          [
+            { ...base, toPlatform: platforms.a, way: dnsWay },
+            /toPlatform: .* is the platform on-a runs on already/,
+          ],
+          [
+            { ...base, toPlatform: platforms.b, way: { kind: "bgp" as const } },
+            new RegExp(`vip: the target platform .* has no VIP pool holding ${vipA.replaceAll(".", "\\.")}`),
+          ],
+          [
+            { ...base, from: "nowhere", toPlatform: platforms.b, way: dnsWay },
+            /from: there is no app stack "nowhere"/,
+          ],
+        ] as const;
+        for (const [options, message] of refusals) await expect(migrate(options)).rejects.toThrow(message);
+        expect(await stacksNow()).toEqual(["on-a"]);
+        expect(await record.addresses()).toEqual([vipA]);
+
+        const url = `http://www.${zone.slice(0, -1)}/`;
+        const migrateUnderLoad = async (
+          from: string,
+          to: string,
+          toPlatform: string,
+          way: TrafficMove = dnsWay,
+          target = url,
+        ) => {
+          const stop = new AbortController();
+          const load = { urls: [target], seconds: 900, dnsServer: dns.address, stop: stop.signal };
+          const short = runLoad(plan.client.netns, { ...load, connections: 4, intervalMs: 100, fresh: true });
+          // Long-lived: each connection sends its request over 2 s, so many are open at every step.
+          const long = runLoad(plan.client.netns, {
+            ...load,
+            connections: 4,
+            intervalMs: 0,
+            trickleMs: 2_000,
+          });
+          try {
+            const log = (line: string) => console.log(`migrate ${from} -> ${to}: ${line}`);
+            const result = await migrate({ ...base, from, to, toPlatform, way, log });
+            stop.abort();
+            return { result, short: await short, long: await long };
+          } finally {
+            stop.abort();
+            await Promise.allSettled([short, long]);
+          }
+        };
+        const figures = (r: LoadResult) =>
+          `${r.requests} answered, ${r.failures.length} failed (${JSON.stringify(countCodes(r.failures))}), resolved ${JSON.stringify(r.resolved)}`;
+        let vipNow = vipA;
+        for (const [from, to, toPlatform] of [
+          ["on-a", "on-b", platforms.b],
+          ["on-b", "on-a", platforms.a],
+        ] as const) {
+          const { result, short, long } = await migrateUnderLoad(from, to, toPlatform);
+          vipNow = result.toVip;
+          console.log(
+            `DNS migration ${from} -> ${to} (${result.fromVip} -> ${result.toVip}), steps ${JSON.stringify(result.steps)} s; ` +
+              `short connections: ${figures(short)}; long-lived: ${figures(long)}`,
+          );
+          expect(short.failures).toEqual([]);
+          expect(long.failures).toEqual([]);
+          // Clients moved: both addresses were handed out, and the source's is gone from the router.
+          expect(Object.keys(short.resolved).sort()).toEqual([result.fromVip, result.toVip].sort());
+          expect(await record.addresses()).toEqual([result.toVip]);
+          expect(await hopsBecome(plan, result.fromVip, [])).toEqual([]);
+          expect(await stacksNow()).toEqual([to]);
+        }
+
+        // The same VIP by BGP: the second platform gets a pool holding the first's VIP (a change to
+        // the platform, as its team makes it), then the app moves keeping its address.
+        const network = labBConfig["portable-lb:network"] as { vipPools: object[] };
+        const shared = { name: "from-a", cidr: "10.1.1.0/24", avoidBuggyIps: true };
+        await stackB.stack.setConfig("portable-lb:network", {
+          value: JSON.stringify({ ...network, vipPools: [...network.vipPools, shared] }),
+        });
+        expect((await stackB.stack.up(within(STEP_MS))).summary.result).toBe("succeeded");
+        const bgp = await migrateUnderLoad("on-a", "on-b", platforms.b, { kind: "bgp" }, `http://${vipNow}/`);
+        console.log(
+          `BGP migration on-a -> on-b (${bgp.result.fromVip} kept), steps ${JSON.stringify(bgp.result.steps)} s; ` +
+            `short connections: ${figures(bgp.short)}; long-lived: ${figures(bgp.long)}`,
+        );
+        expect(bgp.result.toVip).toBe(vipNow);
+        // Only the second platform's LB nodes carry it now, and new connections reach its pods.
+        const lbB = planB.nodes.filter((n) => n.role === "lb").map((n) => n.ip);
+        expect(await hopsBecome(plan, vipNow, lbB)).toEqual(lbB);
+        const after = await curlSpread(plan, vipNow, 20);
+        expect(after.errors).toEqual([]);
+        for (const backend of Object.keys(after.backends)) expect(backend).toMatch(/^10\.245\./);
+        expect(await stacksNow()).toEqual(["on-b"]);
+      } finally {
+        for (const name of await stacksNow().catch(() => [])) {
+          const s = await Stack.select(name, app.stack.workspace);
+          await s.destroy(within(STEP_MS)).catch((err: unknown) => console.error(err));
+          await app.stack.workspace.removeStack(name).catch(() => undefined);
+        }
+        await app.dispose();
+        await dns.stop();
+      }
+    },
+    4 * STEP_MS,
+  );
+
+  it(
+    "takes the second platform away without a failed request on the first",
+    async () => {
+      requireUp();
+      if (!stackB) throw new Error("the second platform did not come up (see above)");
+      const { result: down, seen } = await requestsDuring(plan, vip, () =>
+        stackB!.stack.destroy(within(STEP_MS)),
+      );
+      expect(down.summary.result).toBe("succeeded");
+      expect(seen.errors).toEqual([]);
+      expect(await hopsBecome(planB, vipB, [])).toEqual([]);
+      expect((await namespacesLeft()).filter((n) => n.startsWith(`${NAME_B}-`))).toEqual([]);
+      // The site stays with the first platform.
+      expect(await hopsBecome(plan, vip, lbNodeIps())).toEqual(lbNodeIps());
+      await stackB.dispose();
+      stackB = undefined;
+    },
+    STEP_MS,
+  );
 
   it(
     "is destroyed completely: no namespace, node process, pod, control plane or folder left",
