@@ -180,7 +180,7 @@ print(json.dumps({
         "vips",
       ],
       port: ["port", "name", "protocol", "target_port"],
-      pool: ["cidr", "name", "avoid_buggy_ips"],
+      pool: ["cidr", "name", "auto_assign", "avoid_buggy_ips"],
       handover: ["accept_from", "from_"],
       policy: ["Cluster", "Local"],
       // Construction happens in the plugin (the engine's Construct), not in Python.

@@ -330,6 +330,36 @@ describe("allocate", () => {
     ]);
   });
 
+  it("hands a pool with autoAssign false only to Services that name it or request its addresses", () => {
+    const shared: VipPool = { name: "from-a", cidr: "10.1.9.0/30", avoidBuggyIps: false, autoAssign: false };
+    const withShared = [shared, ...pools];
+    const out = allocate(
+      [
+        lbService("plain", { created: day(1) }),
+        lbService("named", { created: day(2), annotations: { [POOL]: "from-a" } }),
+        lbService("asked", { created: day(3), annotations: { [REQUEST]: "10.1.9.3" } }),
+      ],
+      withShared,
+    );
+    // The first pool is the shared one, yet the Service that asked for nothing skips it.
+    expect(vipsOf(out)).toEqual({
+      "default/plain": ["10.1.1.0"],
+      "default/named": ["10.1.9.0"],
+      "default/asked": ["10.1.9.3"],
+    });
+    expect(out.problems).toEqual([]);
+
+    // No pool left that auto-assigns: told why, and what to do.
+    const none = allocate([lbService("plain")], [shared]);
+    expect(vipsOf(none)).toEqual({ "default/plain": [] });
+    expect(none.problems.map((p) => [p.reason, p.message])).toEqual([
+      [
+        "NoAutoAssignPool",
+        "every VIP pool has autoAssign: false (from-a), so a Service that asks for no pool gets no address; name a pool in portable-lb.io/vip-pool or request an address in portable-lb.io/load-balancer-ips; it has no address meanwhile",
+      ],
+    ]);
+  });
+
   it("allocates for 10,000 Services in well under a second (one pass over each pool)", () => {
     const pool: VipPool = { name: "big", cidr: "10.8.0.0/16", avoidBuggyIps: true };
     const services: V1Service[] = Array.from({ length: 10_000 }, (_, i) =>

@@ -9,13 +9,15 @@
 //     address is another Service's, or invalid, the request waits with a Warning and the Service
 //     keeps what it has, so a typo or a clash never takes a working address away.
 //  3. A Service that asked for nothing keeps what it has; with nothing, it gets the lowest free
-//     address of its pool (VIP_POOL_ANNOTATION) or of the first pool with room, never one that
-//     some Service requests. Changing the pool annotation moves it into that pool when it has room.
+//     address of its pool (VIP_POOL_ANNOTATION) or of the first pool with room that auto-assigns,
+//     never one that some Service requests. Changing the pool annotation moves it into that pool
+//     when it has room.
 // The result is a fixed point: run again on the statuses it produced, it changes nothing.
 import type { V1Service } from "@kubernetes/client-node";
 import {
   REQUESTED_VIPS_ANNOTATION,
   VIP_POOL_ANNOTATION,
+  autoAssigns,
   isIpv4Address,
   type VipPool,
 } from "@portable-lb/core/config";
@@ -182,6 +184,7 @@ export function allocate(services: V1Service[], pools: VipPool[]): AllocationRes
   //    it names. Rounds repeat while one gives an address back (a Service moving pools, a request
   //    met in turn), so no Service is left without one that a second run would find free.
   const poolNamed = new Map(pools.map((p) => [p.name, p]));
+  const automatic = pools.filter(autoAssigns);
   let pending = claims.filter((c) => {
     if (c.request) return false;
     if (c.pool === undefined) return c.held.length === 0;
@@ -198,7 +201,7 @@ export function allocate(services: V1Service[], pools: VipPool[]): AllocationRes
   while (pending.length) {
     const releases = addresses.releases;
     pending = pending.filter((c) => {
-      const candidates = c.pool === undefined ? pools : [poolNamed.get(c.pool)!];
+      const candidates = c.pool === undefined ? automatic : [poolNamed.get(c.pool)!];
       for (const pool of candidates) {
         const vip = addresses.lowestFree(pool, free);
         if (!vip) continue;
@@ -215,11 +218,18 @@ export function allocate(services: V1Service[], pools: VipPool[]): AllocationRes
     if (addresses.releases === releases) break;
   }
   for (const c of pending)
-    problem(
-      c,
-      "PoolExhausted",
-      `no free VIP in ${c.pool === undefined ? "any pool" : `pool ${c.pool}`}; add addresses to a pool or delete unused Services${keeps(c)}`,
-    );
+    if (c.pool === undefined && automatic.length === 0)
+      problem(
+        c,
+        "NoAutoAssignPool",
+        `every VIP pool has autoAssign: false (${pools.map((p) => p.name).join(", ")}), so a Service that asks for no pool gets no address; name a pool in ${VIP_POOL_ANNOTATION} or request an address in ${REQUESTED_VIPS_ANNOTATION}${keeps(c)}`,
+      );
+    else
+      problem(
+        c,
+        "PoolExhausted",
+        `no free VIP in ${c.pool === undefined ? "any pool that auto-assigns" : `pool ${c.pool}`}; add addresses to a pool or delete unused Services${keeps(c)}`,
+      );
 
   // 4. What each waiting request waits for.
   for (const c of claims) {

@@ -36,6 +36,8 @@ export interface VipPool {
   cidr: string;
   /** Skip each /24's .0 and .255 addresses. */
   avoidBuggyIps?: boolean;
+  /** false: only Services that name this pool (or request one of its addresses) get its addresses. */
+  autoAssign?: boolean;
 }
 
 /** LB node addresses of the two platforms during a migration by BGP (not implemented yet). */

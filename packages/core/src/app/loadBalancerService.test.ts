@@ -138,6 +138,11 @@ describe("LoadBalancerService", () => {
       "service.handover.acceptFrom: names no LB node; omit it (got [])",
     ],
     [
+      "no pool named where no pool auto-assigns",
+      { vipPools: [{ name: "from-a", cidr: "10.1.1.0/24", autoAssign: false }] },
+      "service.pool: is unset, and every VIP pool has autoAssign: false (from-a), so the Service would get no address; set pool to one of them, or vips",
+    ],
+    [
       "no pools",
       { vipPools: [] },
       "service.vipPools: needs the platform's VIP pools (PortableCluster.vipPools) (got [])",

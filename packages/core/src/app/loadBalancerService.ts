@@ -13,7 +13,7 @@ import {
 } from "../config/annotations.ts";
 import { cidrContains, ipv4Address, ipv4Cidr } from "../config/cidr.ts";
 import { DEFAULT_LOAD_BALANCER_CLASS } from "../config/lbConfig.ts";
-import { vipPoolSchema } from "../config/vipPool.ts";
+import { autoAssigns, vipPoolSchema } from "../config/vipPool.ts";
 import { ConfigError, parseOrThrow } from "../validation.ts";
 
 export interface LoadBalancerServiceArgs {
@@ -104,6 +104,11 @@ export class LoadBalancerService extends pulumi.ComponentResource {
     if (a.pool !== undefined && !a.vipPools.some((p) => p.name === a.pool)) {
       throw new ConfigError(
         `service.pool: no such VIP pool (got "${a.pool}"); use one of: ${a.vipPools.map((p) => p.name).join(", ")}`,
+      );
+    }
+    if (!a.vips?.length && a.pool === undefined && !a.vipPools.some(autoAssigns)) {
+      throw new ConfigError(
+        `service.pool: is unset, and every VIP pool has autoAssign: false (${a.vipPools.map((p) => p.name).join(", ")}), so the Service would get no address; set pool to one of them, or vips`,
       );
     }
     if (a.handover)

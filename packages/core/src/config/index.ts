@@ -13,7 +13,7 @@ export {
   type Ipv4Range,
 } from "./cidr.ts";
 export { asn, bfdSchema, bgpTimersSchema, type BfdSettings, type BgpTimerSettings } from "./bgpSettings.ts";
-export { checkPoolsDistinct, vipPoolSchema, type VipPool } from "./vipPool.ts";
+export { autoAssigns, checkPoolsDistinct, vipPoolSchema, type VipPool } from "./vipPool.ts";
 export {
   DATA_PLANES,
   FORWARDING_MODES,

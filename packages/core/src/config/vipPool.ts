@@ -9,7 +9,19 @@ export const vipPoolSchema = z.strictObject({
   cidr: ipv4Cidr,
   /** Skip the .0 and .255 addresses of each /24, which some old clients treat as broadcast (as MetalLB does). */
   avoidBuggyIps: z.boolean().default(false),
+  /**
+   * false: the pool's addresses go only to Services that name it (portable-lb.io/vip-pool) or request
+   * one of them, never to a Service that asked for nothing (MetalLB's autoAssign). For a pool that
+   * holds another platform's VIPs during a migration by BGP, or addresses kept for chosen Services.
+   * Absent: true.
+   */
+  autoAssign: z.boolean().optional(),
 });
+
+/** Whether a Service that names no pool and requests no address may get one of `pool`'s. */
+export function autoAssigns(pool: Pick<VipPool, "autoAssign">): boolean {
+  return pool.autoAssign !== false;
+}
 
 export type VipPool = z.output<typeof vipPoolSchema>;
 
