@@ -8,7 +8,7 @@ export async function createLbService(
   namespace: string,
   name: string,
   loadBalancerClass: string,
-  backends: { ip: string; nodeName?: string }[],
+  backends: { ip: string; nodeName?: string; ready?: boolean }[],
   opts: {
     /** The Service's port and the backends' (equal, as direct server return needs); default 80 -> 8080. */
     port?: number;

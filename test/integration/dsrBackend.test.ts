@@ -73,6 +73,17 @@ const svc = (vip: string, backends: string[]): VirtualService => ({
 
 const applier = (registry?: Registry) => backendNode!.applier(registry);
 /** The real node agent on the test's node, its DSR half reading the test's netns directory. */
+/** The LB's config with DSR, as the node agent runs with it here. */
+const dsrConfig = () =>
+  lbConfigSchema.parse({
+    loadBalancerClass: "portable-lb.io/dsrbackend",
+    routingMode: "bgp",
+    podCidr: "10.244.0.0/16",
+    vipPools: [{ name: "web", cidr: "10.1.1.0/24" }],
+    dataPlane: { mode: "dsr" },
+    bgp: { asn: 64512, routeReflectors: ["10.0.0.5"] },
+  });
+
 const startAgent = (config: LbConfig, kubeconfig: KubeConfig, namespace: string) =>
   startNodeAgent({
     config,
@@ -464,14 +475,7 @@ describe("DSR backend side in network namespaces", () => {
   it("is run by the node agent: follows NetworkPolicies as the controller does, tells host-network backends", async () => {
     const ns = `dsrbackend-np-${process.pid}`;
     const lbNs = `dsrbackend-${process.pid}`;
-    const config = lbConfigSchema.parse({
-      loadBalancerClass: "portable-lb.io/dsrbackend",
-      routingMode: "bgp",
-      podCidr: "10.244.0.0/16",
-      vipPools: [{ name: "web", cidr: "10.1.1.0/24" }],
-      dataPlane: { mode: "dsr" },
-      bgp: { asn: 64512, routeReflectors: ["10.0.0.5"] },
-    });
+    const config = dsrConfig();
     const kc = testKubeConfig();
     const core = kc.makeApiClient(CoreV1Api);
     const networking = kc.makeApiClient(NetworkingV1Api);
@@ -509,6 +513,38 @@ describe("DSR backend side in network namespaces", () => {
       // No policy restricts the backends: DSR again.
       await networking.deleteNamespacedNetworkPolicy({ name: netpol.POLICY_NAME, namespace: ns });
       await settle(async () => JSON.stringify((await podState(podA)).vips) === JSON.stringify([VIP]));
+    } finally {
+      await agent.stop();
+      await core.deleteNamespace({ name: ns }).catch(() => undefined);
+    }
+  });
+
+  it("is run by the node agent: prepares a backend pod before it is ready, so its first flow finds the VIP", async () => {
+    const ns = `dsrbackend-starting-${process.pid}`;
+    const lbNs = `dsrbackend-${process.pid}`;
+    const config = dsrConfig();
+    // From a pod with nothing of DSR on it (the tests before leave it prepared).
+    expectClean(await applier().apply([], NODE));
+    expect((await podState(podA)).vips).toEqual([]);
+    const kc = testKubeConfig();
+    const core = kc.makeApiClient(CoreV1Api);
+    await core.createNamespace({ body: { metadata: { name: ns } } });
+    // The Service's one endpoint is not ready yet: the LB pods send it nothing, and announce nothing.
+    await createLbService(
+      kc,
+      ns,
+      "web",
+      config.loadBalancerClass,
+      [{ ip: POD_A, nodeName: NODE, ready: false }],
+      {
+        port: 8080,
+      },
+    );
+    await statusWriter(core)(await core.readNamespacedService({ name: "web", namespace: ns }), [VIP]);
+    const agent = await startAgent(config, kc, lbNs);
+    try {
+      await settle(async () => JSON.stringify((await podState(podA)).vips) === JSON.stringify([VIP]));
+      expect((await podState(podA)).device).toBeDefined();
     } finally {
       await agent.stop();
       await core.deleteNamespace({ name: ns }).catch(() => undefined);

@@ -229,6 +229,28 @@ describe("desiredState", () => {
     ]);
   });
 
+  it("counts endpoints not ready yet as backends taking no flows where asked (the node agent)", () => {
+    const endpoints = [
+      { ip: "10.244.1.5" },
+      { ip: "10.244.1.6", ready: false, serving: true, terminating: true },
+      { ip: "10.244.1.7", ready: false },
+      { ip: "10.244.1.8", ready: false, serving: false, terminating: true },
+    ];
+    const out = desiredState({
+      services: [lbService("web", { vips: ["10.1.1.10"] })],
+      slices: [slice("web", endpoints)],
+      loadBalancerClass: CLASS,
+      scheduler: "mh",
+      startingBackends: true,
+    });
+    // A terminating endpoint that no longer serves is out either way.
+    expect(out.services[0]!.backends).toEqual([
+      { ip: "10.244.1.5", port: 8080, weight: 1 },
+      { ip: "10.244.1.6", port: 8080, weight: 0 },
+      { ip: "10.244.1.7", port: 8080, weight: 0 },
+    ]);
+  });
+
   it("carries each endpoint's node (direct server return prepares the backend's node)", () => {
     const out = run(
       [lbService("web", { vips: ["10.1.1.10"] })],

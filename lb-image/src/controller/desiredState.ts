@@ -32,6 +32,12 @@ export interface DesiredStateInput {
    * (common/ipipDecap.ts); a port with backends there is served by SNAT (see forwardingOf).
    */
   nodesWithoutIpip?: ReadonlySet<string>;
+  /**
+   * Endpoints not ready yet (and not terminating) count too, as backends that take no flows
+   * (weight 0): the node agent prepares such a pod for direct server return before the LB pods
+   * send it any (nodeAgent/dsr/startingBackends.ts). The LB pods leave them out.
+   */
+  startingBackends?: boolean;
   /** Active health-check verdicts (see health/); without it every backend counts as healthy. */
   isUnhealthy?: (target: HealthTarget) => boolean;
   /** Carried from one call to the next: ports whose slices are the same objects are not rebuilt. */
@@ -89,13 +95,16 @@ export function refOf(o: ObjectMeta): Pick<SkippedItem, "object" | "uid"> {
 
 /**
  * Endpoint weight: ready takes new flows (1); serving but terminating drains (0: established
- * flows stay, no new ones); anything else is not a backend at all.
+ * flows stay, no new ones); not ready yet is 0 where `starting` counts it (see
+ * DesiredStateInput.startingBackends); anything else is not a backend at all.
  */
 function weightOf(
   conditions: { ready?: boolean; serving?: boolean; terminating?: boolean } | undefined,
+  starting: boolean,
 ): number | undefined {
   if (conditions?.ready !== false && !conditions?.terminating) return 1;
   if (conditions.terminating && conditions.serving) return 0;
+  if (starting && !conditions.terminating) return 0;
   return undefined;
 }
 
@@ -161,6 +170,7 @@ function backendsOf(
   slices: V1EndpointSlice[],
   portName: string | undefined,
   protocol: string,
+  starting: boolean,
 ): { backends: Backend[]; skipped: SkippedItem[] } {
   const skipped: SkippedItem[] = [];
   const backends = new Map<string, Backend>();
@@ -180,7 +190,7 @@ function backendsOf(
       continue;
     }
     for (const ep of slice.endpoints ?? []) {
-      const weight = weightOf(ep.conditions);
+      const weight = weightOf(ep.conditions, starting);
       if (weight === undefined) continue;
       for (const ip of ep.addresses) {
         if (!isIpv4Address(ip)) {
@@ -326,7 +336,7 @@ export function desiredState(input: DesiredStateInput): DesiredState {
       const memoKey = `${nameOf(svc)}|${port.name ?? ""}|${protocol}`;
       let built = previous?.get(memoKey);
       if (!built || !sameItems(built.slices, slices))
-        built = { slices, ...backendsOf(slices, port.name, protocol) };
+        built = { slices, ...backendsOf(slices, port.name, protocol, input.startingBackends === true) };
       input.cache?.set(memoKey, built);
       skipped.push(...built.skipped);
       const checked = applyHealth(built.backends, check, input, healthTargets);

@@ -25,6 +25,7 @@ import { lbPeers } from "../controller/dsrPolicy.ts";
 import { EventSink } from "../controller/eventSink.ts";
 import { ResilientInformers } from "../kube/informers.ts";
 import { DsrApplier } from "./dsr/dsrApplier.ts";
+import { withStartingBackends } from "./dsr/startingBackends.ts";
 import { unreachableBackendEvents } from "./dsr/unreachableBackendEvents.ts";
 import { desiredRoutes, lbPodState, lbPodVerdict, routedVia, type NodeRoute } from "./desiredRoutes.ts";
 import { applySteering } from "./bfdSteering.ts";
@@ -339,7 +340,7 @@ function startDsr(
       const withoutIpip = cluster.ipipDecapLeases && nodesWithoutIpip(cluster.ipipDecapLeases.list());
       // Of its own node the agent knows better than the Lease it may just have written.
       if (withoutIpip && decap !== undefined) withoutIpip[decap ? "delete" : "add"](o.nodeName);
-      const { services } = desiredState({
+      const input = {
         services: serviceObjects,
         slices: [...cluster.slices.list()],
         loadBalancerClass: o.config.loadBalancerClass,
@@ -348,7 +349,12 @@ function startDsr(
         forwarding: o.config.dataPlane.mode,
         networkPolicies: { policies: [...(cluster.networkPolicies?.list() ?? [])], lb },
         ...(withoutIpip && { nodesWithoutIpip: withoutIpip }),
-      });
+      };
+      // Pods not ready yet are prepared too, so none gets a flow before it can answer it.
+      const services = withStartingBackends(
+        desiredState(input).services,
+        desiredState({ ...input, startingBackends: true }).services,
+      );
       const report = await applier.apply(services, o.nodeName);
       const cls = o.config.loadBalancerClass;
       await events.report(unreachableBackendEvents(report.hostNetwork, serviceObjects, cls, o.nodeName));
