@@ -223,7 +223,7 @@ describe("VIP ownership through the API server", () => {
     });
     await settle(async () =>
       (await described("classless")).includes(
-        `Normal NoLoadBalancerClass: portable-lb serves only Services with spec.loadBalancerClass: ${config.loadBalancerClass}; this one has no class, so it is left to the cluster's default load balancer, if there is one. To have portable-lb serve it, delete it and create it again with that class (the class cannot be set or changed on an existing Service).`,
+        `Normal NoLoadBalancerClass: portable-lb serves only Services with spec.loadBalancerClass: ${config.loadBalancerClass}; this one has no class, so it is left to the cluster's default load balancer, if there is one. To have portable-lb serve it, delete it and create it again with that class (the class cannot be set or changed on an existing Service), or, where no other load balancer runs, set loadBalancer.serveClassless: true to make portable-lb the cluster's default.`,
       ),
     );
     expect(vipsOf(await read("classless"))).toBe("");

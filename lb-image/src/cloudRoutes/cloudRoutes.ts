@@ -61,7 +61,7 @@ export function routeVips(
 ): RouteVips {
   const byVip = new Map<string, ServiceRef>();
   for (const svc of services)
-    if (isOurs(svc, config.loadBalancerClass)) for (const vip of statusVips(svc)) byVip.set(vip, refOf(svc));
+    if (isOurs(svc, config)) for (const vip of statusVips(svc)) byVip.set(vip, refOf(svc));
   const routed = (vip: string) => !heldBack.has(vip);
   return {
     cluster: new Set([...byVip.keys()].filter(routed)),

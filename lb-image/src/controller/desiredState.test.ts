@@ -1,5 +1,5 @@
 import type { V1EndpointSlice, V1NetworkPolicy, V1Service } from "@kubernetes/client-node";
-import { desiredState, type DesiredStateCache } from "./desiredState.ts";
+import { desiredState, isOurs, type DesiredStateCache } from "./desiredState.ts";
 import type { LbPeers } from "./dsrPolicy.ts";
 import { CLASS, lbService, slice } from "./testing/k8sObjects.ts";
 
@@ -31,6 +31,31 @@ describe("desiredState", () => {
       skipped: [],
       healthTargets: [],
     });
+  });
+
+  it("takes Services of its class, and classless ones only as the cluster's default", () => {
+    const classless = { ...lbService("plain"), spec: { type: "LoadBalancer", ports: [{ port: 80 }] } };
+    const other = lbService("other", { class: "example.com/lb" });
+    const nodePort = { ...lbService("np"), spec: { type: "NodePort", ports: [{ port: 80 }] } };
+    const ours = lbService("ours");
+    const served = (serveClassless: boolean) =>
+      [classless, other, nodePort, ours]
+        .filter((s) => isOurs(s, { loadBalancerClass: CLASS, serveClassless }))
+        .map((s) => s.metadata!.name);
+    expect(served(false)).toEqual(["ours"]);
+    expect(served(true)).toEqual(["plain", "ours"]);
+    // And the desired state follows: the classless Service's VIP is served only as the default.
+    const withVip = { ...classless, status: { loadBalancer: { ingress: [{ ip: "10.1.1.12" }] } } };
+    const vips = (serveClassless: boolean) =>
+      desiredState({
+        services: [withVip],
+        slices: [slice("plain", [{ ip: "10.244.1.5" }], { portName: "" })],
+        loadBalancerClass: CLASS,
+        serveClassless,
+        scheduler: "mh",
+      }).services.map((s) => s.vip);
+    expect(vips(false)).toEqual([]);
+    expect(vips(true)).toEqual(["10.1.1.12"]);
   });
 
   it("serves a port by DSR where its backends listen on the Service's port, else by SNAT with a reason", () => {

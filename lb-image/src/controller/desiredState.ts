@@ -15,10 +15,9 @@ import type { Backend, Forwarding, Scheduler, VirtualService } from "../dataplan
 import type { HealthTarget } from "../health/healthState.ts";
 import { policiesBlockingDsr, tunnelName, tunnelRule, type LbPeers } from "./dsrPolicy.ts";
 
-export interface DesiredStateInput {
+export interface DesiredStateInput extends ServedClasses {
   services: V1Service[];
   slices: V1EndpointSlice[];
-  loadBalancerClass: string;
   scheduler: Scheduler;
   /** How Services are served where they can be (default "snat"); see forwardingOf. */
   forwarding?: Forwarding;
@@ -78,8 +77,17 @@ export function statusVips(svc: V1Service): string[] {
   return (svc.status?.loadBalancer?.ingress ?? []).map((i) => i.ip).filter((ip): ip is string => !!ip);
 }
 
-export function isOurs(svc: V1Service, loadBalancerClass: string): boolean {
-  return svc.spec?.type === "LoadBalancer" && svc.spec.loadBalancerClass === loadBalancerClass;
+/** Which Services portable-lb serves: those of its class, and those of none where it is the default. */
+export interface ServedClasses {
+  loadBalancerClass: string;
+  /** Services without spec.loadBalancerClass too (LbConfig.serveClassless). */
+  serveClassless?: boolean;
+}
+
+export function isOurs(svc: V1Service, served: ServedClasses): boolean {
+  if (svc.spec?.type !== "LoadBalancer") return false;
+  const cls = svc.spec.loadBalancerClass;
+  return cls === served.loadBalancerClass || (!cls && served.serveClassless === true);
 }
 
 type ObjectMeta = { metadata?: { namespace?: string; name?: string; uid?: string } };
@@ -298,7 +306,7 @@ export function desiredState(input: DesiredStateInput): DesiredState {
 
   const services: VirtualService[] = [];
   for (const svc of input.services) {
-    if (!isOurs(svc, input.loadBalancerClass)) continue;
+    if (!isOurs(svc, input)) continue;
     const vips = statusVips(svc);
     if (vips.length === 0) continue; // not allocated yet; the allocator reports its own problems
     const check = healthCheckOf(svc, skipped);

@@ -26,13 +26,14 @@ function fixture(
   services: () => V1Service[],
   writeStatus: (svc: V1Service, vips: string[]) => Promise<void>,
   retryMs = 3_600_000, // by default the tests run the retries themselves
+  lbConfig = config,
 ) {
   const applies: number[] = [];
   const events: { type: EventType; reason: string; object: string; uid?: string | undefined }[] = [];
   const metrics = new ControllerMetrics();
   const engine = idleEngine((s) => applies.push(s.length));
   const reconciler = new Reconciler({
-    config,
+    config: lbConfig,
     view: { synced: () => true, services: () => [...services()], slices: (): V1EndpointSlice[] => [] },
     engine,
     localVips: idleLocalVips(),
@@ -176,6 +177,25 @@ describe("Reconciler", () => {
     expect(events).toEqual([
       { type: "Normal", reason: "NoLoadBalancerClass", object: "default/plain", uid: "u-plain" },
     ]);
+    reconciler.stop();
+  });
+
+  it("serves classless LoadBalancer Services as the cluster's default where serveClassless says so, never another class's", async () => {
+    const classless = {
+      ...lbService("plain", { uid: "u-plain" }),
+      spec: { type: "LoadBalancer", ports: [{ port: 80 }] },
+    };
+    const writes: string[] = [];
+    const { reconciler, events } = fixture(
+      () => [classless, lbService("othersClass", { class: "example.com/lb" }), lbService("ours")],
+      (svc, vips) => Promise.resolve(void writes.push(`${svc.metadata!.name}=${vips.join(",")}`)),
+      undefined,
+      { ...config, serveClassless: true },
+    );
+    await reconciler.reconcileOnce();
+    expect(writes.sort()).toEqual(["ours=10.1.1.1", "plain=10.1.1.2"]);
+    // No hint to go elsewhere: it is served here.
+    expect(events.filter((e) => e.reason === "NoLoadBalancerClass")).toEqual([]);
     reconciler.stop();
   });
 });

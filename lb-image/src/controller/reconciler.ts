@@ -342,7 +342,7 @@ export class Reconciler {
   async reconcileOnce(): Promise<void> {
     const { view, config } = this.d;
     if (!view.synced()) return;
-    const ours = view.services().filter((s) => isOurs(s, config.loadBalancerClass));
+    const ours = view.services().filter((s) => isOurs(s, config));
     const intent = announceIntent(ours);
     this.takeIntent(intent);
     const problems: SkippedItem[] = [...intent.problems];
@@ -363,6 +363,7 @@ export class Reconciler {
       services: ours,
       slices: view.slices(),
       loadBalancerClass: config.loadBalancerClass,
+      serveClassless: config.serveClassless,
       scheduler: config.dataPlane.scheduler,
       forwarding: config.dataPlane.mode,
       ...dsrInputsOf(view, this.d.lbPeers),
@@ -427,7 +428,9 @@ export class Reconciler {
       if (!allocated.written) this.runner.later();
     }
     await this.d.report(problems);
-    if (allocating) notes.push(...classlessHints(view.services(), config.loadBalancerClass));
+    // Where portable-lb serves classless Services too, none is left waiting for another LB.
+    if (allocating && !config.serveClassless)
+      notes.push(...classlessHints(view.services(), config.loadBalancerClass));
     if (notes.length) await this.d.report(notes, "Normal");
     if (verifyFailure) throw verifyFailure;
   }

@@ -344,6 +344,7 @@ function startDsr(
         services: serviceObjects,
         slices: [...cluster.slices.list()],
         loadBalancerClass: o.config.loadBalancerClass,
+        serveClassless: o.config.serveClassless,
         scheduler: o.config.dataPlane.scheduler,
         // The controller's own decision (same function, same inputs): which ports are DSR.
         forwarding: o.config.dataPlane.mode,
@@ -356,8 +357,7 @@ function startDsr(
         desiredState({ ...input, startingBackends: true }).services,
       );
       const report = await applier.apply(services, o.nodeName);
-      const cls = o.config.loadBalancerClass;
-      await events.report(unreachableBackendEvents(report.hostNetwork, serviceObjects, cls, o.nodeName));
+      await events.report(unreachableBackendEvents(report.hostNetwork, serviceObjects, o.config, o.nodeName));
     },
     { onError: (err) => o.log.error({ err }, "DSR state update failed; retrying") },
   );

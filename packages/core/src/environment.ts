@@ -49,6 +49,13 @@ export interface ClusterEnvironment {
    */
   defaultForwarding?: "dsr" | "snat";
   /**
+   * Whether the LB serves LoadBalancer Services without a class where loadBalancer.serveClassless
+   * is unset: an environment that made the cluster itself (the lab, onprem, aws, gcp) knows no
+   * other load balancer runs there. Unset: only Services of our class, as on a cluster of unknown
+   * make (an existing one may run a cloud's or another LB).
+   */
+  servesClasslessByDefault?: boolean;
+  /**
    * Where the route reflectors run when loadBalancer.routeReflectors is unset and routing is BGP: an
    * environment that made the machines knows nodes that suit (provider.ts defaultRouteReflectors).
    */

@@ -84,6 +84,8 @@ export class Lab extends pulumi.ComponentResource {
       dependsOn: nodes,
       lbImage: builtLbImage().ref,
       flannelImage: labImage("flannel").ref,
+      // The lab's cluster has no other load balancer: ours is its default.
+      servesClasslessByDefault: true,
       // A lab whose machine crashed has no cluster to delete objects from until its next up.
       deleteUnreachable: true,
       // Healing the control plane rewrites its outputs, so its kubeconfig is unknown at preview.

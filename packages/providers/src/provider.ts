@@ -113,6 +113,8 @@ export function cloudEnvironment(o: {
     lbNodeCount: lbNodesOf(o.plan.nodes).length,
     ...planRouting(o.plan),
     ...(!o.plan.bgp && { cloudRoutes: o.cloudRoutes }),
+    // Machines we made run no other load balancer: ours is the cluster's default.
+    servesClasslessByDefault: true,
     // The machines are the wait's inputs: it is created after them and deleted before them.
     dependsOn: [ready],
   };

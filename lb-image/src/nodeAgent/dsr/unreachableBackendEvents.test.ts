@@ -10,7 +10,7 @@ describe("unreachableBackendEvents", () => {
     const items = unreachableBackendEvents(
       [{ ip: "10.0.0.7", vips: ["10.1.1.10"] }],
       [web, api, foreign],
-      CLASS,
+      { loadBalancerClass: CLASS },
       "n1",
     );
     expect(items).toEqual([
@@ -27,6 +27,6 @@ describe("unreachableBackendEvents", () => {
   });
 
   it("says nothing without host-network backends", () => {
-    expect(unreachableBackendEvents([], [web, api], CLASS, "n1")).toEqual([]);
+    expect(unreachableBackendEvents([], [web, api], { loadBalancerClass: CLASS }, "n1")).toEqual([]);
   });
 });

@@ -3,7 +3,13 @@
 // on the host network is never prepared for DSR (dsrPlan.ts). (A node without ipip, for IPVS-engine
 // LBs, is told through its Lease instead, and its backends' ports are served by SNAT.)
 import type { V1Service } from "@kubernetes/client-node";
-import { isOurs, refOf, statusVips, type SkippedItem } from "../../controller/desiredState.ts";
+import {
+  isOurs,
+  refOf,
+  statusVips,
+  type ServedClasses,
+  type SkippedItem,
+} from "../../controller/desiredState.ts";
 import type { DsrPlan } from "./dsrPlan.ts";
 
 const REASON = "DirectServerReturnHostNetworkBackend";
@@ -13,13 +19,13 @@ const message = (ip: string, node: string) =>
 export function unreachableBackendEvents(
   backends: DsrPlan["hostNetwork"],
   services: V1Service[],
-  loadBalancerClass: string,
+  served: ServedClasses,
   nodeName: string,
 ): SkippedItem[] {
   if (backends.length === 0) return [];
   const items: SkippedItem[] = [];
   for (const svc of services) {
-    if (!isOurs(svc, loadBalancerClass)) continue;
+    if (!isOurs(svc, served)) continue;
     const vips = new Set(statusVips(svc));
     for (const b of backends) {
       if (!b.vips.some((vip) => vips.has(vip))) continue;

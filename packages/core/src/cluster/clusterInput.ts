@@ -63,6 +63,7 @@ export const loadBalancerInputSchema = z
     image: lbImageRef.optional(),
     nodeSelector: z.record(z.string(), z.string()).optional(),
     loadBalancerClass: loadBalancerClassSchema.optional(),
+    serveClassless: z.boolean().optional(),
     dataPlane: dataPlaneSchema.optional(),
     bgp: z
       .strictObject({

@@ -202,6 +202,24 @@ describe("PortableCluster", () => {
     expect(config.dataPlane.mode).toBe(expected);
   });
 
+  it.each<[string, boolean | undefined, boolean | undefined, boolean]>([
+    ["an environment that made the cluster (its default: on)", undefined, true, true],
+    ["the user's choice over that default", false, true, false],
+    ["an existing cluster (no default: off)", undefined, undefined, false],
+    ["the user's choice on an existing cluster", true, undefined, true],
+  ])(
+    "serves classless Services as the user or the environment says: %s",
+    async (_what, chosen, byDefault, expected) => {
+      const args = bgpArgs("onprem");
+      if (chosen !== undefined) args.loadBalancer.serveClassless = chosen;
+      if (byDefault !== undefined)
+        args.environment = { ...args.environment, servesClasslessByDefault: byDefault };
+      new PortableCluster("plb", args);
+      await settled();
+      expect(lbConfigJson().serveClassless).toBe(expected);
+    },
+  );
+
   it.each<[string, boolean, string[]]>([
     ["the environment's nodes where the user names none", false, ["worker-1", "worker-2"]],
     ["the user's nodes over the environment's", true, ["rr1", "rr2"]],

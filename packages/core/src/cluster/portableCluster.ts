@@ -30,6 +30,12 @@ export interface PortableClusterArgs {
     image?: string;
     nodeSelector?: Record<string, string>;
     loadBalancerClass?: string;
+    /**
+     * Serve LoadBalancer Services without spec.loadBalancerClass too, as the cluster's default load
+     * balancer (a plain `kubectl expose --type=LoadBalancer`, Helm charts). Default: the
+     * environment's (on where it made the cluster: lab, onprem, aws, gcp; off on an existing one).
+     */
+    serveClassless?: boolean;
     dataPlane?: {
       engine?: (typeof DATA_PLANES)[number];
       mode?: (typeof FORWARDING_MODES)[number];
@@ -115,6 +121,7 @@ export class PortableCluster extends pulumi.ComponentResource {
 
     const lbConfig: LbConfigInput = {
       loadBalancerClass: lbArgs.loadBalancerClass ?? DEFAULT_LOAD_BALANCER_CLASS,
+      serveClassless: lbArgs.serveClassless ?? env.servesClasslessByDefault ?? false,
       routingMode: this.routingMode,
       podCidr: network.podCidr,
       vipPools: network.vipPools,

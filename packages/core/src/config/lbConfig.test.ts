@@ -14,6 +14,8 @@ describe("lbConfigSchema", () => {
   it("fills in the defaults a production LB wants", () => {
     expect(parse(good)).toEqual({
       loadBalancerClass: "portable-lb.io/ecmp",
+      // Another load balancer may own classless Services: not ours unless chosen.
+      serveClassless: false,
       routingMode: "bgp",
       podCidr: "10.244.0.0/16",
       vipPools: [{ name: "default", cidr: "10.1.1.0/24", avoidBuggyIps: false }],

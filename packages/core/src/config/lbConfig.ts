@@ -182,6 +182,9 @@ function configSchema(cloudRoutes: typeof lbCloudRoutesSchema) {
   return z
     .strictObject({
       loadBalancerClass: loadBalancerClassSchema.default(DEFAULT_LOAD_BALANCER_CLASS),
+      // Also serve LoadBalancer Services without a class, as the cluster's default load balancer
+      // (MetalLB's way). Off unless chosen: another load balancer may own those (a cloud's).
+      serveClassless: z.boolean().default(false),
       routingMode: z.enum(ROUTING_MODES),
       podCidr: ipv4Cidr,
       vipPools: z

@@ -91,6 +91,8 @@ export class OnpremCluster extends pulumi.ComponentResource {
       ...planRouting(plan),
       // Nodes we bootstrap on the user's own network: connections survive LB changes (issue 16).
       defaultForwarding: "dsr",
+      // A cluster we bootstrapped runs no other load balancer: ours is its default.
+      servesClasslessByDefault: true,
       // The cluster's objects wait for every node to have joined.
       dependsOn: Object.values(this.bootstraps),
     };
