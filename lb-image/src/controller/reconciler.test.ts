@@ -317,6 +317,23 @@ describe("Reconciler and the announce annotation", () => {
     f.reconciler.stop();
   });
 
+  it("tells bad input once for the cluster, from the allocator, not once per LB pod", async () => {
+    const services = () => [web({ "portable-lb.io/announce": "off" }), api];
+    const leader = serving(services);
+    const other = serving(services, { leader: false });
+    await leader.reconciler.reconcileOnce();
+    await other.reconciler.reconcileOnce();
+    expect(leader.events).toEqual([
+      { type: "Warning", reason: "InvalidAnnounce", object: "default/web", repeat: false },
+    ]);
+    expect(other.events).toEqual([]);
+    // Both serve as without the bad value.
+    for (const f of [leader, other])
+      expect(f.announced.at(-1)).toEqual({ vips: ["10.1.1.1", "10.1.1.2"], heldBack: [] });
+    leader.reconciler.stop();
+    other.reconciler.stop();
+  });
+
   it("refuses a handover out loud, from the allocator only (once for the cluster)", async () => {
     const services = () => [web({ "portable-lb.io/handover-from": "192.168.100.11" }), api];
     const leader = serving(services);

@@ -356,7 +356,6 @@ export class Reconciler {
         this.allocated = { services: current, ...result, written: false };
       }
       problems.push(...this.allocated.problems);
-      // Said once for the cluster (by the allocator), not by every LB pod.
       problems.push(...handoverUnsupported(ours));
     }
     const desired = desiredState({
@@ -427,7 +426,9 @@ export class Reconciler {
       allocated.written = await this.writeAllocations(allocated.services, allocated.allocations, notes);
       if (!allocated.written) this.runner.later();
     }
-    await this.d.report(problems);
+    // Every problem here comes from the cluster's objects, which every LB pod reads alike: one pod,
+    // the allocator, tells it (else each Warning came once per LB pod). Each pod still counts them.
+    if (allocating) await this.d.report(problems);
     // Where portable-lb serves classless Services too, none is left waiting for another LB.
     if (allocating && !config.serveClassless)
       notes.push(...classlessHints(view.services(), config.loadBalancerClass));
