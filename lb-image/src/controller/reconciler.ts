@@ -17,6 +17,7 @@ import { serviceKey, type VirtualService } from "../dataplane/model.ts";
 import { routesDue, type RouteWatch } from "../dataplane/routeWatch.ts";
 import { VerifySchedule } from "../dataplane/verifySchedule.ts";
 import { classlessHints } from "./classlessHints.ts";
+import { unsupportedFields } from "./unsupportedFields.ts";
 import {
   DSR_FALLBACK_REASONS,
   desiredState,
@@ -356,7 +357,7 @@ export class Reconciler {
         this.allocated = { services: current, ...result, written: false };
       }
       problems.push(...this.allocated.problems);
-      problems.push(...handoverUnsupported(ours));
+      problems.push(...handoverUnsupported(ours), ...unsupportedFields(ours));
     }
     const desired = desiredState({
       services: ours,
