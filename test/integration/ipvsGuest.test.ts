@@ -211,16 +211,23 @@ describe("IPVS in the QEMU guest (NAT mode, literal ipvsadm)", () => {
 });
 
 describe("the IPVS guest harness's failure paths", () => {
-  const guestTemps = (): string[] => readdirSync(tmpdir()).filter((f) => f.startsWith("plb-ipvs-guest-"));
-
   it("kills a run past its timeout and leaves no temp files", async () => {
-    const before = guestTemps();
-    const started = Date.now();
-    await expect(runInIpvsGuest({ script: "sleep 600", timeoutMs: 8_000 })).rejects.toThrow(
-      /did not finish within 8000 ms/,
-    );
-    expect(Date.now() - started).toBeLessThan(20_000);
-    expect(guestTemps()).toEqual(before);
+    // Its temp files in a folder of its own: other tests' guests come and go in /tmp meanwhile.
+    const own = mkdtempSync(join(tmpdir(), "plb-guest-timeout-"));
+    const saved = process.env.TMPDIR;
+    process.env.TMPDIR = own;
+    try {
+      const started = Date.now();
+      await expect(runInIpvsGuest({ script: "sleep 600", timeoutMs: 8_000 })).rejects.toThrow(
+        /did not finish within 8000 ms/,
+      );
+      expect(Date.now() - started).toBeLessThan(20_000);
+      expect(readdirSync(own)).toEqual([]);
+    } finally {
+      if (saved === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = saved;
+      rmSync(own, { recursive: true, force: true });
+    }
   });
 
   it("says to run the bootstrap when the image is missing", async () => {
