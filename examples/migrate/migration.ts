@@ -9,12 +9,25 @@
 //   hand out the old address;
 // - "bgp": the same VIP (between sites on one routed network): the target's LB pods announce the
 //   source's VIP too, the router spreads over both, then the source stops announcing and goes.
+//   The router's ECMP moves open connections between the platforms whenever its set of next hops
+//   changes, so the target's LB pods hand the flows they did not see start over to the source's LB
+//   nodes (a handover, lb-image/src/controller/handover.ts): all of them while both announce, then
+//   only connections that began before the source withdrew, until the source is gone.
 import { LocalWorkspace, Stack, type ConfigMap } from "@pulumi/pulumi/automation/index.js";
 import { setTimeout as sleep } from "node:timers/promises";
 import { cidrContains } from "@portable-lb/core";
 import type { DnsRecord } from "./dnsRecord.ts";
+import { lbNodeAddresses } from "./lbNodes.ts";
 
-export type TrafficMove = { kind: "dns"; record: DnsRecord } | { kind: "bgp"; settleSeconds?: number };
+export type TrafficMove =
+  | { kind: "dns"; record: DnsRecord }
+  | {
+      kind: "bgp";
+      /** Seconds for the source's withdrawal to reach the router (default 5). */
+      settleSeconds?: number;
+      /** Seconds the source keeps serving connections begun on it, once withdrawn (default 10). */
+      drainSeconds?: number;
+    };
 
 export interface MigrationOptions {
   /** The app stack's program folder (its Pulumi.yaml names the project, e.g. "shop"). */
@@ -49,6 +62,8 @@ interface Checked {
   source: Stack;
   sourceVip: string;
   targetConfig: ConfigMap;
+  /** By BGP: each platform's LB node addresses (the handover's ends). */
+  lbNodes?: { source: string[]; target: string[] };
 }
 
 export async function migrate(o: MigrationOptions): Promise<MigrationResult> {
@@ -67,10 +82,19 @@ export async function migrate(o: MigrationOptions): Promise<MigrationResult> {
 
   // One workspace for every stack of the app's project: each command names its stack.
   const target = await Stack.createOrSelect(o.to, ws);
+  const handover = (stack: Stack, value: object | undefined) =>
+    value
+      ? stack.setConfig(`${project}:handover`, { value: JSON.stringify(value) })
+      : stack.removeConfig(`${project}:handover`);
+  const up = async (stack: Stack) => (await stack.up({ color: "never" })).outputs;
   const toVip = await timed("upTarget", `${o.to} on ${o.toPlatform}`, async () => {
+    if (c.lbNodes) {
+      // The source takes the flows the target's LB nodes will relay to it, before any can come.
+      await handover(c.source, { acceptFrom: c.lbNodes.target });
+      await up(c.source);
+    }
     await target.setAllConfig(c.targetConfig);
-    const up = await target.up({ color: "never" });
-    return String(up.outputs.vip?.value ?? "");
+    return String((await up(target)).vip?.value ?? "");
   });
   if (!toVip) throw new MigrationError(`${o.to}: the app stack has no "vip" output after its up`);
   await timed("verify", `http://${toVip}/`, () => o.verify(`http://${toVip}/`));
@@ -92,8 +116,13 @@ export async function migrate(o: MigrationOptions): Promise<MigrationResult> {
         // The target announces the VIP already (its up); the source stops, and its LB pods keep the
         // rules for connections the router still sends them until the withdrawal has spread.
         await c.source.setConfig(`${project}:announce`, { value: "false" });
-        await c.source.up({ color: "never" });
+        await up(c.source);
         await sleep((o.way.settleSeconds ?? 5) * 1000);
+        // The router's next hops are the target's alone from now on: new connections are the
+        // target's, and only those begun before still go to the source.
+        await handover(target, { from: c.lbNodes!.source, relay: "established" });
+        await up(target);
+        await sleep((o.way.drainSeconds ?? 10) * 1000);
       }
       await o.verify(`http://${toVip}/`);
     },
@@ -102,6 +131,11 @@ export async function migrate(o: MigrationOptions): Promise<MigrationResult> {
   await timed("removeSource", o.from, async () => {
     await c.source.destroy({ color: "never" });
     await ws.removeStack(o.from);
+    // Nothing is left to hand over to.
+    if (c.lbNodes) {
+      await handover(target, undefined);
+      await up(target);
+    }
   });
   return { fromVip: c.sourceVip, toVip, steps };
 }
@@ -132,11 +166,13 @@ async function check(ws: LocalWorkspace, project: string, o: MigrationOptions): 
       );
   }
   const outputs = await platformOutputs(ws, o.toPlatform);
+  const sourceOutputs = o.way.kind === "bgp" ? await platformOutputs(ws, fromPlatform ?? "") : undefined;
   const sourceVip = String((await ws.stackOutputs(o.from)).vip?.value ?? "");
   if (!sourceVip) throw new MigrationError(`from: ${o.from} has no "vip" output; is it up (pulumi up)?`);
   const pools = outputs.vipPools;
   const targetConfig: ConfigMap = { ...sourceConfig, [key("platform")]: { value: o.toPlatform } };
   delete targetConfig[key("announce")];
+  delete targetConfig[key("handover")];
   if (o.way.kind === "dns") {
     const pool = sourceConfig[key("pool")]?.value ?? "web";
     if (!pools.some((p) => p.name === pool))
@@ -151,14 +187,38 @@ async function check(ws: LocalWorkspace, project: string, o: MigrationOptions): 
       );
     targetConfig[key("vip")] = { value: sourceVip };
     delete targetConfig[key("pool")];
+    const lbNodes = {
+      source: await lbNodesOf(fromPlatform!, sourceOutputs!),
+      target: await lbNodesOf(o.toPlatform, outputs),
+    };
+    // While both announce, the target's LB pods relay every flow they did not see start.
+    targetConfig[key("handover")] = { value: JSON.stringify({ from: lbNodes.source, relay: "all" }) };
+    return { source: await Stack.select(o.from, ws), sourceVip, targetConfig, lbNodes };
   }
   return { source: await Stack.select(o.from, ws), sourceVip, targetConfig };
 }
 
-async function platformOutputs(
-  ws: LocalWorkspace,
-  platform: string,
-): Promise<{ vipPools: { name: string; cidr: string }[] }> {
+interface PlatformOutputs {
+  vipPools: { name: string; cidr: string }[];
+  kubeconfig: string;
+}
+
+/** A platform's LB node addresses, from its cluster; a platform without any cannot hand over. */
+async function lbNodesOf(platform: string, outputs: PlatformOutputs): Promise<string[]> {
+  let nodes: string[];
+  try {
+    nodes = await lbNodeAddresses(outputs.kubeconfig);
+  } catch (err) {
+    throw new MigrationError(
+      `${platform}: cannot list its LB pods (${firstLine(err)}); is its cluster up and its kubeconfig output current?`,
+    );
+  }
+  if (nodes.length === 0)
+    throw new MigrationError(`${platform}: no LB pod runs on its cluster; bring the platform up first`);
+  return nodes;
+}
+
+async function platformOutputs(ws: LocalWorkspace, platform: string): Promise<PlatformOutputs> {
   let outputs: Record<string, { value: unknown }>;
   try {
     outputs = await ws.stackOutputs(platform);
@@ -172,7 +232,11 @@ async function platformOutputs(
     throw new MigrationError(
       `toPlatform: "${platform}" has no vipPools or kubeconfig output; is it a portable-lb platform stack, and up?`,
     );
-  return { vipPools: pools as { name: string; cidr: string }[] };
+  const kubeconfig = outputs.kubeconfig.value;
+  return {
+    vipPools: pools as PlatformOutputs["vipPools"],
+    kubeconfig: typeof kubeconfig === "string" ? kubeconfig : JSON.stringify(kubeconfig),
+  };
 }
 
 function firstLine(err: unknown): string {

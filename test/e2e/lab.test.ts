@@ -843,14 +843,10 @@ describe("the lab: npm run lab's stack, end to end", () => {
             `short connections: ${figures(bgp.short, bgp.steps)}; long-lived: ${figures(bgp.long, bgp.steps)}`,
         );
         expect(bgp.result.toVip).toBe(vipNow);
-        // Relaxed from "none fails": new connections may fail in one burst under a second long (3 of
-        // 2084 in one run, ECONNREFUSED and EHOSTUNREACH within 0.2 s; none in an earlier one), which
-        // the log above places in its step. Long-lived ones open when the router moves them to the
-        // other platform's LB nodes are reset there (no handover yet, README "Migration"): resets only.
-        const burst = bgp.short.failures.map((f) => f.t);
-        expect(burst.length).toBeLessThanOrEqual(10);
-        if (burst.length) expect(Math.max(...burst) - Math.min(...burst)).toBeLessThan(1_000);
-        expect(Object.keys(countCodes(bgp.long.failures)).filter((c) => c !== "ECONNRESET")).toEqual([]);
+        // The second platform's LB pods hand the flows they did not see start to the first's LB
+        // nodes (all while both announce, then those begun before the withdrawal): none fails.
+        expect(bgp.short.failures).toEqual([]);
+        expect(bgp.long.failures).toEqual([]);
         // Only the second platform's LB nodes carry it now, and new connections reach its pods.
         const lbB = planB.nodes.filter((n) => n.role === "lb").map((n) => n.ip);
         expect(await hopsBecome(plan, vipNow, lbB)).toEqual(lbB);

@@ -8,7 +8,7 @@ import type { AddressInfo } from "node:net";
 import { pino } from "pino";
 import { nodeAgentPodSpec } from "../../packages/core/src/loadBalancer/nodeAgent.ts";
 import { NODE_ROUTE_PROTO } from "../../lb-image/src/nodeAgent/nodeRoutes.ts";
-import { BFD_MULTIHOP_PORT, BFD_STEERING_TABLE } from "../../lb-image/src/nodeAgent/bfdSteering.ts";
+import { BFD_MULTIHOP_PORT, STEERING_TABLE } from "../../lb-image/src/nodeAgent/podSteering.ts";
 import { parseAccessSet } from "../../lb-image/src/nodeAgent/metadataAccess.ts";
 import { startNodeAgent, type RunningNodeAgent } from "../../lb-image/src/nodeAgent/nodeAgent.ts";
 import { gatewayLab, spreadOver } from "../harness/netns/gatewayLab.ts";
@@ -272,7 +272,7 @@ describe("node agent in a node network namespace", () => {
          s.send("bfd", ${BFD_MULTIHOP_PORT}, "10.20.0.1", () => s.close()));`,
     ]);
     expect((await received).stdout.trim()).toBe(`${reflector} bfd`);
-    expect(await node.run("nft", ["list", "table", "ip", BFD_STEERING_TABLE])).toContain(
+    expect(await node.run("nft", ["list", "table", "ip", STEERING_TABLE])).toContain(
       "ip daddr set 10.244.1.10",
     );
   });
@@ -336,7 +336,7 @@ describe("node agent in a node network namespace", () => {
     await settle(async () => (await ourRoutes()).length === 0);
     // No pod: the reflectors' BFD is left to the node again (no table of ours).
     await settle(
-      async () => (await node.exec("nft", ["list", "table", "ip", BFD_STEERING_TABLE])).code !== 0,
+      async () => (await node.exec("nft", ["list", "table", "ip", STEERING_TABLE])).code !== 0,
     );
     const other = await node.ip("route", "show", "10.99.0.0/24");
     expect(other).toContain("via 10.244.1.10");

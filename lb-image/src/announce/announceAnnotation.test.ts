@@ -1,11 +1,5 @@
 import { lbService } from "../controller/testing/k8sObjects.ts";
-import {
-  NO_INTENT,
-  announceChanges,
-  announceIntent,
-  handoverUnsupported,
-  sameHeldBack,
-} from "./announceAnnotation.ts";
+import { NO_INTENT, announceChanges, announceIntent, sameHeldBack } from "./announceAnnotation.ts";
 
 const announce = (value: string) => ({ annotations: { "portable-lb.io/announce": value } });
 
@@ -119,31 +113,5 @@ describe("announceChanges", () => {
     expect(announceChanges(held(), held("u-new"), "lb-1", "bgp").map((e) => [e.reason, e.uid])).toEqual([
       ["AnnounceDisabled", "u-new"],
     ]);
-  });
-});
-
-describe("handoverUnsupported", () => {
-  it("refuses the handover annotations: one Warning per Service, naming each one it has", () => {
-    const items = handoverUnsupported([
-      lbService("both", {
-        uid: "u-b",
-        annotations: {
-          "portable-lb.io/handover-from": "192.168.100.11",
-          "portable-lb.io/handover-accept-from": "192.168.101.11",
-        },
-      }),
-      lbService("from", { annotations: { "portable-lb.io/handover-from": "192.168.100.11" } }),
-      lbService("plain", announce("false")),
-    ]);
-    expect(items.map(({ object, uid, kind, reason }) => ({ object, uid, kind, reason }))).toEqual([
-      { object: "default/both", uid: "u-b", kind: "Service", reason: "HandoverUnsupported" },
-      { object: "default/from", uid: undefined, kind: "Service", reason: "HandoverUnsupported" },
-    ]);
-    expect(items[0]!.message).toMatch(
-      /^annotations portable-lb\.io\/handover-from and portable-lb\.io\/handover-accept-from are not implemented yet in this version of portable-lb and are ignored: /,
-    );
-    expect(items[1]!.message).toMatch(
-      /^annotation portable-lb\.io\/handover-from is not implemented yet in this version of portable-lb and is ignored: .*remove it to silence this Warning$/,
-    );
   });
 });

@@ -1,14 +1,9 @@
 // What Services ask of the announcements through their annotations, as pure functions of the
 // Services: `portable-lb.io/announce: "false"` keeps a Service's VIPs served but out of the
 // speaker's exports and the cloud's route tables (a migration's "move traffic" step: another
-// platform announces the same VIP); the handover annotations are not implemented in this version,
-// and are refused out loud rather than silently ignored.
+// platform announces the same VIP; the handover that goes with it: controller/handover.ts).
 import type { V1Service } from "@kubernetes/client-node";
-import {
-  ANNOUNCE_ANNOTATION,
-  HANDOVER_ACCEPT_FROM_ANNOTATION,
-  HANDOVER_FROM_ANNOTATION,
-} from "@portable-lb/core/config";
+import { ANNOUNCE_ANNOTATION } from "@portable-lb/core/config";
 import { refOf, statusVips, type SkippedItem } from "../controller/desiredState.ts";
 
 export type ServiceRef = Pick<SkippedItem, "object" | "uid">;
@@ -99,24 +94,4 @@ export function announceChanges(
       message: `LB pod ${pod} ${verb} ${vipList(vips)} again (annotation ${ANNOUNCE_ANNOTATION} is no longer "false"), while the Service has a ready endpoint`,
     })),
   ];
-}
-
-/** A Warning per Service that asks for a handover, which this version does not do. */
-export function handoverUnsupported(services: readonly V1Service[]): SkippedItem[] {
-  return services.flatMap((svc) => {
-    const asked = [HANDOVER_FROM_ANNOTATION, HANDOVER_ACCEPT_FROM_ANNOTATION].filter(
-      (a) => svc.metadata?.annotations?.[a] !== undefined,
-    );
-    if (asked.length === 0) return [];
-    const [annotation, one, is] =
-      asked.length > 1 ? ["annotations", "them", "are"] : ["annotation", "it", "is"];
-    return [
-      {
-        ...refOf(svc),
-        kind: "Service" as const,
-        reason: "HandoverUnsupported",
-        message: `${annotation} ${asked.join(" and ")} ${is} not implemented yet in this version of portable-lb and ${is} ignored: no connection is handed between platforms, so connections the router moves between them may be reset (announce "false" alone moves new connections); remove ${one} to silence this Warning`,
-      },
-    ];
-  });
 }

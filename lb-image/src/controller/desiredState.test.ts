@@ -87,6 +87,85 @@ describe("desiredState", () => {
     ]);
   });
 
+  it("relays a handover on DSR ports where the engine can, and refuses it out loud elsewhere", () => {
+    const handover = {
+      "portable-lb.io/handover-from": "192.168.100.12, 192.168.100.11,lb3",
+      "portable-lb.io/handover-relay": "all",
+    };
+    const input = (relaysHandover: boolean) =>
+      desiredState({
+        services: [
+          lbService("same", {
+            vips: ["10.1.1.10"],
+            ports: [{ name: "http", port: 80 }],
+            annotations: handover,
+          }),
+          lbService("remapped", {
+            vips: ["10.1.1.11"],
+            ports: [{ name: "http", port: 80 }],
+            annotations: handover,
+          }),
+          lbService("plain", { vips: ["10.1.1.12"], ports: [{ name: "http", port: 80 }] }),
+        ],
+        slices: [
+          slice("same", [{ ip: "10.244.1.5" }], { port: 80 }),
+          slice("remapped", [{ ip: "10.244.1.6" }], { port: 8080 }),
+          slice("plain", [{ ip: "10.244.1.7" }], { port: 80 }),
+        ],
+        loadBalancerClass: CLASS,
+        scheduler: "mh",
+        forwarding: "dsr",
+        relaysHandover,
+      });
+    const nft = input(true);
+    // The addresses sorted, the bad one left out (and told).
+    expect(nft.services.map((s) => [s.vip, s.forwarding, s.handover])).toEqual([
+      ["10.1.1.10", "dsr", { to: ["192.168.100.11", "192.168.100.12"], relay: "all" }],
+      ["10.1.1.11", "snat", undefined],
+      ["10.1.1.12", "dsr", undefined],
+    ]);
+    const reasons = (out: typeof nft) => out.skipped.map((p) => [p.object, p.reason]);
+    expect(reasons(nft)).toEqual([
+      ["default/same", "InvalidHandover"],
+      ["default/remapped", "InvalidHandover"],
+      ["default/remapped", "DirectServerReturnUnavailable"],
+      ["default/remapped", "HandoverUnsupported"],
+    ]);
+    expect(nft.skipped.find((p) => p.reason === "HandoverUnsupported")!.message).toMatch(
+      /^port http: annotation portable-lb\.io\/handover-from is not honoured: the port is served by SNAT/,
+    );
+    const ipvs = input(false);
+    expect(ipvs.services.every((s) => s.handover === undefined)).toBe(true);
+    expect(ipvs.skipped.filter((p) => p.reason === "HandoverUnsupported").map((p) => p.message)).toEqual([
+      expect.stringMatching(/this data plane \(IPVS\) cannot relay flows; set dataPlane\.engine nftables/),
+      expect.stringMatching(/this data plane \(IPVS\)/),
+    ]);
+  });
+
+  it("takes an unknown relay as all, and says so", () => {
+    const out = desiredState({
+      services: [
+        lbService("same", {
+          vips: ["10.1.1.10"],
+          ports: [{ name: "http", port: 80 }],
+          annotations: {
+            "portable-lb.io/handover-from": "192.168.100.11",
+            "portable-lb.io/handover-relay": "some",
+          },
+        }),
+      ],
+      slices: [slice("same", [{ ip: "10.244.1.5" }], { port: 80 })],
+      loadBalancerClass: CLASS,
+      scheduler: "mh",
+      forwarding: "dsr",
+      relaysHandover: true,
+    });
+    expect(out.services[0]!.handover).toEqual({ to: ["192.168.100.11"], relay: "all" });
+    expect(out.skipped.map((p) => p.message)).toEqual([
+      'annotation portable-lb.io/handover-relay: "some" is not a relay; use all or established (relaying all flows meanwhile)',
+    ]);
+  });
+
   it("serves a DSR port by SNAT while a NetworkPolicy keeps the tunnel from its backends, and says how to fix it", () => {
     const lb: LbPeers = {
       namespace: "lb-system",

@@ -1,7 +1,8 @@
 // From Kubernetes objects to the data plane's desired state, as a pure function: Services of type
 // LoadBalancer with our class and an assigned VIP, and the endpoints their EndpointSlices list.
-import type { V1EndpointSlice, V1NetworkPolicy, V1Service } from "@kubernetes/client-node";
+import type { V1EndpointSlice, V1NetworkPolicy, V1Service, V1ServicePort } from "@kubernetes/client-node";
 import {
+  HANDOVER_FROM_ANNOTATION,
   HEALTH_CHECK_ANNOTATION,
   SOURCE_RANGES_ANNOTATION,
   formatIpv4Range,
@@ -11,6 +12,7 @@ import {
   type HealthCheckSpec,
 } from "@portable-lb/core/config";
 import { sameItems } from "../common/sameItems.ts";
+import { handoverOf } from "./handover.ts";
 import type { Backend, Forwarding, Scheduler, VirtualService } from "../dataplane/model.ts";
 import type { HealthTarget } from "../health/healthState.ts";
 import { policiesBlockingDsr, tunnelName, tunnelRule, type LbPeers } from "./dsrPolicy.ts";
@@ -37,6 +39,11 @@ export interface DesiredStateInput extends ServedClasses {
    * send it any (nodeAgent/dsr/startingBackends.ts). The LB pods leave them out.
    */
   startingBackends?: boolean;
+  /**
+   * The data plane relays a handover's flows (the nftables engine's DSR; controller/handover.ts).
+   * Without, a Service asking for one gets a Warning per port, and none.
+   */
+  relaysHandover?: boolean;
   /** Active health-check verdicts (see health/); without it every backend counts as healthy. */
   isUnhealthy?: (target: HealthTarget) => boolean;
   /** Carried from one call to the next: ports whose slices are the same objects are not rebuilt. */
@@ -282,6 +289,27 @@ function forwardingOf(
   return "snat";
 }
 
+/** Whether a port's handover is relayed; a Warning says why not where it cannot be. */
+function relayedHandover(
+  svc: V1Service,
+  port: V1ServicePort,
+  forwarding: Forwarding,
+  relays: boolean,
+  skipped: SkippedItem[],
+): boolean {
+  if (forwarding === "dsr" && relays) return true;
+  const why = !relays
+    ? "this data plane (IPVS) cannot relay flows; set dataPlane.engine nftables on this platform"
+    : "the port is served by SNAT (see its other Events), and only DSR relays flows";
+  skipped.push({
+    ...refOf(svc),
+    kind: "Service",
+    reason: "HandoverUnsupported",
+    message: `port ${port.name ?? port.port}: annotation ${HANDOVER_FROM_ANNOTATION} is not honoured: ${why}. Connections the router moves here from the old platform are reset`,
+  });
+  return false;
+}
+
 export function desiredState(input: DesiredStateInput): DesiredState {
   const skipped: SkippedItem[] = [];
   // Refilled with this call's entries only, so deleted Services and ports do not linger.
@@ -311,6 +339,7 @@ export function desiredState(input: DesiredStateInput): DesiredState {
     if (vips.length === 0) continue; // not allocated yet; the allocator reports its own problems
     const check = healthCheckOf(svc, skipped);
     const sourceRanges = sourceRangesOf(svc, skipped);
+    const handover = handoverOf(svc, refOf(svc), skipped);
     const netpol = input.forwarding === "dsr" ? input.networkPolicies : undefined;
     const blocking = netpol && {
       policies: policiesBlockingDsr(
@@ -357,6 +386,8 @@ export function desiredState(input: DesiredStateInput): DesiredState {
         input.nodesWithoutIpip,
         skipped,
       );
+      const relayed =
+        handover && relayedHandover(svc, port, forwarding, input.relaysHandover === true, skipped);
       for (const vip of vips) {
         services.push({
           vip,
@@ -366,6 +397,7 @@ export function desiredState(input: DesiredStateInput): DesiredState {
           forwarding,
           backends: checked,
           ...(sourceRanges && { sourceRanges }),
+          ...(relayed && { handover }),
         });
       }
     }

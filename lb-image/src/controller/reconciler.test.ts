@@ -334,17 +334,17 @@ describe("Reconciler and the announce annotation", () => {
     other.reconciler.stop();
   });
 
-  it("refuses a handover out loud, from the allocator only (once for the cluster)", async () => {
-    const services = () => [web({ "portable-lb.io/handover-from": "192.168.100.11" }), api];
+  it("tells a handover's bad accept-from out loud, from the allocator only (once for the cluster)", async () => {
+    const services = () => [web({ "portable-lb.io/handover-accept-from": "192.168.100.11,lb1" }), api];
     const leader = serving(services);
     const other = serving(services, { leader: false });
     await leader.reconciler.reconcileOnce();
     await other.reconciler.reconcileOnce();
     expect(leader.events).toEqual([
-      { type: "Warning", reason: "HandoverUnsupported", object: "default/web", repeat: false },
+      { type: "Warning", reason: "InvalidHandover", object: "default/web", repeat: false },
     ]);
     expect(other.events).toEqual([]);
-    // Ignored: announced as without it.
+    // Announced as without it.
     expect(leader.announced.at(-1)!.vips).toEqual(["10.1.1.1", "10.1.1.2"]);
     leader.reconciler.stop();
     other.reconciler.stop();

@@ -32,11 +32,11 @@ import type { EventType, ReportOptions } from "./eventSink.ts";
 import type { ControllerMetrics } from "./metrics.ts";
 import { ingressOf } from "./statusWriter.ts";
 import { allocate, type Allocation } from "./vipAllocator.ts";
+import { acceptFromProblems } from "./handover.ts";
 import {
   NO_INTENT,
   announceChanges,
   announceIntent,
-  handoverUnsupported,
   sameHeldBack,
   type AnnounceIntent,
 } from "../announce/announceAnnotation.ts";
@@ -357,7 +357,7 @@ export class Reconciler {
         this.allocated = { services: current, ...result, written: false };
       }
       problems.push(...this.allocated.problems);
-      problems.push(...handoverUnsupported(ours), ...unsupportedFields(ours));
+      problems.push(...acceptFromProblems(ours, refOf), ...unsupportedFields(ours));
     }
     const desired = desiredState({
       services: ours,
@@ -366,6 +366,7 @@ export class Reconciler {
       serveClassless: config.serveClassless,
       scheduler: config.dataPlane.scheduler,
       forwarding: config.dataPlane.mode,
+      relaysHandover: this.d.engine.name === "nftables",
       ...dsrInputsOf(view, this.d.lbPeers),
       cache: this.desiredCache,
       ...(this.d.health && { isUnhealthy: (t) => this.d.health!.isUnhealthy(t) }),

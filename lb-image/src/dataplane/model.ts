@@ -35,6 +35,23 @@ export interface VirtualService {
    * "first-last", merged and sorted; [] admits none. Absent: every address (firewall/).
    */
   sourceRanges?: string[];
+  /**
+   * A migration by BGP (nftables DSR only): the flows this LB pod did not see start are relayed to
+   * the LB nodes of the platform that served the VIP before, through the DSR tunnel, so that
+   * connections the router moves here mid-flight reach their old backends (controller/handover.ts).
+   */
+  handover?: Handover;
+}
+
+export interface Handover {
+  /** The old platform's LB node addresses, sorted. */
+  to: string[];
+  /**
+   * "all": every flow new to this pod, new connections too (while both platforms announce the VIP,
+   * the router's set of next hops still changes); "established": TCP packets of connections this pod
+   * did not see start (after the old platform withdrew: new connections are served here).
+   */
+  relay: "all" | "established";
 }
 
 /** Identity of a virtual service: one per protocol, VIP and port. */

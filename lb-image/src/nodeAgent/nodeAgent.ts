@@ -20,7 +20,8 @@ import { nodesWithoutIpip, recordIpipDecap, saidOf } from "../common/ipipDecap.t
 import { startHttpServer, type ExtraEndpoint } from "../controller/httpServer.ts";
 import { withPrefix } from "../dataplane/exec.ts";
 import { serviceInformers } from "../controller/clusterWatch.ts";
-import { desiredState } from "../controller/desiredState.ts";
+import { desiredState, isOurs } from "../controller/desiredState.ts";
+import { acceptedPeers } from "../controller/handover.ts";
 import { lbPeers } from "../controller/dsrPolicy.ts";
 import { EventSink } from "../controller/eventSink.ts";
 import { ResilientInformers } from "../kube/informers.ts";
@@ -28,7 +29,7 @@ import { DsrApplier } from "./dsr/dsrApplier.ts";
 import { withStartingBackends } from "./dsr/startingBackends.ts";
 import { unreachableBackendEvents } from "./dsr/unreachableBackendEvents.ts";
 import { desiredRoutes, lbPodState, lbPodVerdict, routedVia, type NodeRoute } from "./desiredRoutes.ts";
-import { applySteering } from "./bfdSteering.ts";
+import { applySteering } from "./podSteering.ts";
 import { applyMetadataAccess, desiredMetadataAccess } from "./metadataAccess.ts";
 import { LbNodeFastPath } from "./lbNodeFastPath.ts";
 import { nodeForwards } from "./nodeForwarding.ts";
@@ -202,9 +203,11 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<RunningNodeAg
       const changes = await routes.apply(want, current);
       routed = want;
       nodeFast?.update(want.flatMap((r) => r.via));
-      // The reflectors' BFD packets follow the pools: to the pod they are routed to (bfdSteering.ts).
-      const steering = { reflectors, podIp: want[0]?.via[0] };
-      if (await applySteering(nft, steering)) o.log.info(steering, "reflectors' BFD steered");
+      // The reflectors' BFD packets, and the flows other platforms' LB nodes relay here in a
+      // handover, follow the pools: to the pod they are routed to (podSteering.ts).
+      const steering = { reflectors, podIp: want[0]?.via[0], handoverPeers: dsr?.handoverPeers() ?? [] };
+      if (await applySteering(nft, steering))
+        o.log.info(steering, "reflectors' BFD and relayed flows steered");
       const access = desiredMetadataAccess(
         o.config.routingMode,
         pods.list().flatMap((p) => p.status?.podIP ?? []),
@@ -303,9 +306,12 @@ function startDsr(
   dsr: NodeAgentDsr,
   informers: ResilientInformers,
   registry: Registry,
-): { runner: CoalescingRunner; applier: DsrApplier } {
+): { runner: CoalescingRunner; applier: DsrApplier; handoverPeers: () => string[] } {
   const lb = lbPeers(o.config, o.namespace);
   const cluster = serviceInformers(informers, o.kubeconfig, lb);
+  // Whose relayed flows this node's LB pod takes (controller/handover.ts): the node routes them.
+  const handoverPeers = () =>
+    informers.synced() ? acceptedPeers(cluster.services.list().filter((svc) => isOurs(svc, o.config))) : [];
   // Backends DSR cannot reach on the host network are told on their Services.
   const events = new EventSink(o.kubeconfig.makeApiClient(CoreV1Api), o.log, "portable-lb-node-agent");
   // LBs tunnel in IPIP where the IPVS engine is forced (DSR in auto runs on nftables: VXLAN).
@@ -361,5 +367,5 @@ function startDsr(
     },
     { onError: (err) => o.log.error({ err }, "DSR state update failed; retrying") },
   );
-  return { runner, applier };
+  return { runner, applier, handoverPeers };
 }

@@ -40,10 +40,12 @@ export interface VipPool {
   autoAssign?: boolean;
 }
 
-/** LB node addresses of the two platforms during a migration by BGP (not implemented yet). */
+/** LB node addresses of the two platforms during a migration by BGP (core's LoadBalancerService). */
 export interface Handover {
   /** The old platform's LB node addresses. */
   from?: string[];
+  /** Which flows go to `from`: "all" or "established" (default). */
+  relay?: "all" | "established";
   /** The new platform's LB node addresses. */
   acceptFrom?: string[];
 }

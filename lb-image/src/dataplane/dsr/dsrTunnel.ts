@@ -32,14 +32,33 @@ export const DSR_VNI = 0x706c62;
 export const DSR_OVERHEAD = 50;
 
 // The inner frame needs a destination MAC the backend's device accepts as its own, and VXLAN drops
-// a frame whose source MAC is the receiver's own (loop guard): so the two ends have two fixed MACs,
-// and the LB reaches the backend through one permanent neighbour, a link-local next hop.
+// a frame whose source MAC is the receiver's own (loop guard): so the backend's device has a fixed
+// MAC, each LB pod's device one of its own (lbDeviceMac: LB pods also tunnel to each other, in a
+// handover), and the LB reaches the backend through one permanent neighbour, a link-local next hop.
 /** The backend pod's decapsulating device. */
 export const DSR_BACKEND_MAC = "02:70:6c:62:00:01";
-/** The LB pod's encapsulating device. */
+/** The LB pod's encapsulating device where its uplink's MAC is unknown (the fast path's frames too). */
 export const DSR_LB_MAC = "02:70:6c:62:00:00";
 /** The next hop of every encapsulating route on the LB, resolved by a permanent neighbour entry. */
 export const DSR_NEXT_HOP = "169.254.255.1";
+/**
+ * The next hop of the routes to another platform's LB nodes (a handover, controller/handover.ts). Their LB pod
+ * has no fixed MAC, so the frame goes to the broadcast address, which every device accepts; the
+ * receiving LB pod then takes it as its own (the dsr chain's pkttype rule, nftRuleset.ts).
+ */
+export const HANDOVER_NEXT_HOP = "169.254.255.2";
+export const HANDOVER_NEXT_HOP_MAC = "ff:ff:ff:ff:ff:ff";
+
+/**
+ * An LB pod's own MAC for its encapsulating device: its uplink's (unique per pod veth) with the
+ * first octet made locally administered and distinct, so no two LB pods share one.
+ */
+export function lbDeviceMac(uplinkMac: string | undefined): string {
+  const octets = uplinkMac?.split(":") ?? [];
+  if (octets.length !== 6 || octets.some((o) => !/^[0-9a-f]{2}$/i.test(o))) return DSR_LB_MAC;
+  const mac = ["06", ...octets.slice(1)].join(":").toLowerCase();
+  return mac === DSR_BACKEND_MAC ? DSR_LB_MAC : mac;
+}
 
 /**
  * A backend's fwmark, and its routing table's number on the LB: the pod's IPv4 address as a 32-bit

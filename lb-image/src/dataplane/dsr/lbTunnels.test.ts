@@ -52,3 +52,40 @@ describe("parseTunnelListings", () => {
     expect(tunnelPlan(state, ["10.244.2.5"], 1500)).toContain("rule del pref 100 goto 32000 protocol 212");
   });
 });
+
+describe("tunnelPlan", () => {
+  const empty = { rules: [], kernelLocal: true, routes: new Map() };
+
+  it("routes a handover's peers through the broadcast next hop, beside the backends' tunnels", () => {
+    const cmds = tunnelPlan(empty, ["10.244.2.5"], 1450, {
+      peers: ["192.168.100.11"],
+      uplinkMac: "0a:58:0a:f4:01:05",
+    });
+    // The device's own MAC, made from the pod's uplink: another platform's LB pod has another.
+    expect(cmds).toContain("link set plb-dsr address 06:58:0a:f4:01:05 mtu 1400 up");
+    expect(cmds).toContain("neigh replace 169.254.255.2 lladdr ff:ff:ff:ff:ff:ff dev plb-dsr nud permanent");
+    expect(cmds).toContain(
+      "route replace default via 169.254.255.2 dev plb-dsr onlink encap ip id 7367778 dst 192.168.100.11 table 3232261131 proto 212",
+    );
+    expect(cmds).toContain(
+      "route replace default via 169.254.255.1 dev plb-dsr onlink encap ip id 7367778 dst 10.244.2.5 table 183763461 proto 212",
+    );
+    expect(cmds).toContain("rule add pref 101 fwmark 3232261131 lookup 3232261131 protocol 212");
+  });
+
+  it("moves a route whose next hop is the other kind, and drops the broadcast neighbour with the last peer", () => {
+    const found = {
+      ...empty,
+      device: { vxlanExternal: true, port: 4789, mac: "06:58:0a:f4:01:05", mtu: 1400, up: true },
+      neighbour: { lladdr: "02:70:6c:62:00:01", permanent: true },
+      handoverNeighbour: { lladdr: "ff:ff:ff:ff:ff:ff", permanent: true },
+      routes: new Map([[3232261131, { dst: "192.168.100.11", via: "169.254.255.2" }]]),
+    };
+    const cmds = tunnelPlan(found, ["192.168.100.11"], 1450, { uplinkMac: "0a:58:0a:f4:01:05" });
+    expect(cmds).toContain("neigh del 169.254.255.2 dev plb-dsr");
+    expect(cmds).toContain(
+      "route replace default via 169.254.255.1 dev plb-dsr onlink encap ip id 7367778 dst 192.168.100.11 table 3232261131 proto 212",
+    );
+    expect(cmds.some((c) => c.startsWith("link"))).toBe(false);
+  });
+});

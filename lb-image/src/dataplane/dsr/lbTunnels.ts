@@ -8,12 +8,14 @@ import { run } from "../exec.ts";
 import {
   DSR_BACKEND_MAC,
   DSR_LB_DEVICE,
-  DSR_LB_MAC,
   DSR_NEXT_HOP,
   DSR_OVERHEAD,
   DSR_UDP_PORT,
   DSR_VNI,
+  HANDOVER_NEXT_HOP,
+  HANDOVER_NEXT_HOP_MAC,
   backendMark,
+  lbDeviceMac,
 } from "./dsrTunnel.ts";
 
 /** Our `protocol` on rules and routes (unassigned in iproute2's rt_protos; the node agent has 211). */
@@ -46,12 +48,14 @@ export interface Rule {
 export interface TunnelState {
   device?: { vxlanExternal: boolean; port: number; mac: string; mtu: number; up: boolean };
   neighbour?: { lladdr: string; permanent: boolean };
+  /** The handover next hop's neighbour entry, where there is one. */
+  handoverNeighbour?: { lladdr: string; permanent: boolean };
   /** Our rules (protocol 212). */
   rules: Rule[];
   /** The kernel's own `local` rule (preference 0) is there. */
   kernelLocal: boolean;
-  /** Table id -> the encapsulation's destination (the backend pod). */
-  routes: Map<number, string | undefined>;
+  /** Table id -> the encapsulation's destination (the backend pod) and next hop. */
+  routes: Map<number, { dst: string | undefined; via: string | undefined }>;
 }
 
 /** The selectors and action of one of our rules, as `ip rule add|del` takes them. */
@@ -72,9 +76,29 @@ const SKIP_RULE: Rule = { pref: SKIP_RULE_PREF, udpDport: DSR_UDP_PORT, goto: LO
 const LOCAL_RULE: Rule = { pref: LOCAL_TABLE_PREF, table: "local" };
 const backendRule = (mark: number): Rule => ({ pref: BACKEND_RULE_PREF, fwmark: mark, table: String(mark) });
 
-/** The `ip` commands (one per line of `ip -batch`) that turn `found` into the tunnels to `backends`. */
-export function tunnelPlan(found: TunnelState, backends: Iterable<string>, uplinkMtu: number): string[] {
-  const want = new Map([...backends].map((ip) => [backendMark(ip), ip]));
+/** Where the tunnels go beside the backends: another platform's LB nodes, during a handover. */
+export interface TunnelPeers {
+  /** LB node addresses this pod relays flows to (controller/handover.ts). */
+  peers?: Iterable<string>;
+  /** The pod uplink's MAC, from which the device's own is made (lbDeviceMac). */
+  uplinkMac?: string;
+}
+
+/**
+ * The `ip` commands (one per line of `ip -batch`) that turn `found` into the tunnels to `backends`
+ * (and to `peers`, through the handover next hop).
+ */
+export function tunnelPlan(
+  found: TunnelState,
+  backends: Iterable<string>,
+  uplinkMtu: number,
+  { peers = [], uplinkMac }: TunnelPeers = {},
+): string[] {
+  const hops = new Map<number, { ip: string; via: string }>([
+    ...[...backends].map((ip) => [backendMark(ip), { ip, via: DSR_NEXT_HOP }] as const),
+    ...[...peers].map((ip) => [backendMark(ip), { ip, via: HANDOVER_NEXT_HOP }] as const),
+  ]);
+  const want = new Map([...hops].map(([mark, h]) => [mark, h.ip]));
   const cmds: string[] = [];
   const del = (r: Rule) => cmds.push(`rule del ${ruleSpec(r)}`);
   if (want.size === 0) {
@@ -92,11 +116,19 @@ export function tunnelPlan(found: TunnelState, backends: Iterable<string>, uplin
   const fresh = !d || !d.vxlanExternal || d.port !== DSR_UDP_PORT;
   if (fresh && d) cmds.push(`link del ${DSR_LB_DEVICE}`);
   if (fresh) cmds.push(`link add ${DSR_LB_DEVICE} type vxlan external dstport ${DSR_UDP_PORT}`);
-  if (fresh || d.mac !== DSR_LB_MAC || d.mtu !== mtu || !d.up)
-    cmds.push(`link set ${DSR_LB_DEVICE} address ${DSR_LB_MAC} mtu ${mtu} up`);
+  const mac = lbDeviceMac(uplinkMac);
+  if (fresh || d.mac !== mac || d.mtu !== mtu || !d.up)
+    cmds.push(`link set ${DSR_LB_DEVICE} address ${mac} mtu ${mtu} up`);
   const n = found.neighbour;
   if (fresh || !n || n.lladdr !== DSR_BACKEND_MAC || !n.permanent)
     cmds.push(`neigh replace ${DSR_NEXT_HOP} lladdr ${DSR_BACKEND_MAC} dev ${DSR_LB_DEVICE} nud permanent`);
+  const relays = [...hops.values()].some((h) => h.via === HANDOVER_NEXT_HOP);
+  const h = found.handoverNeighbour;
+  if (relays && (fresh || !h || h.lladdr !== HANDOVER_NEXT_HOP_MAC || !h.permanent))
+    cmds.push(
+      `neigh replace ${HANDOVER_NEXT_HOP} lladdr ${HANDOVER_NEXT_HOP_MAC} dev ${DSR_LB_DEVICE} nud permanent`,
+    );
+  if (!relays && !fresh && h) cmds.push(`neigh del ${HANDOVER_NEXT_HOP} dev ${DSR_LB_DEVICE}`);
 
   // Rules compare by their spec: anything of ours not wanted (or there twice) goes.
   const wanted = new Set([SKIP_RULE, LOCAL_RULE, ...[...want.keys()].map(backendRule)].map(ruleSpec));
@@ -115,10 +147,11 @@ export function tunnelPlan(found: TunnelState, backends: Iterable<string>, uplin
   add(SKIP_RULE);
   for (const table of found.routes.keys())
     if (!want.has(table)) cmds.push(`route del default table ${table} proto ${DSR_PROTO}`);
-  for (const [mark, ip] of want) {
-    if (fresh || found.routes.get(mark) !== ip)
+  for (const [mark, { ip, via }] of hops) {
+    const route = found.routes.get(mark);
+    if (fresh || route?.dst !== ip || route.via !== via)
       cmds.push(
-        `route replace default via ${DSR_NEXT_HOP} dev ${DSR_LB_DEVICE} onlink encap ip id ${DSR_VNI} dst ${ip} table ${mark} proto ${DSR_PROTO}`,
+        `route replace default via ${via} dev ${DSR_LB_DEVICE} onlink encap ip id ${DSR_VNI} dst ${ip} table ${mark} proto ${DSR_PROTO}`,
       );
     add(backendRule(mark));
   }
@@ -162,9 +195,17 @@ const ruleSchema = z.array(
 );
 // An encap route prints "dst" twice (the prefix, then the tunnel's); JSON.parse keeps the last.
 const routeSchema = z.array(
-  z.object({ dst: z.string(), table: z.string().optional(), encap: z.string().optional() }),
+  z.object({
+    dst: z.string(),
+    gateway: z.string().optional(),
+    table: z.string().optional(),
+    encap: z.string().optional(),
+  }),
 );
 const defaultRouteSchema = z.array(z.object({ dev: z.string().optional() }));
+type Neighbour = z.infer<typeof neighSchema>[number];
+const neighbourOf = (n: Neighbour | undefined) =>
+  n && { lladdr: n.lladdr ?? "", permanent: n.state.includes("PERMANENT") };
 
 const isUdp = (ipproto: string | undefined) => ipproto === "udp" || /^(ipproto-)?17$/.test(ipproto ?? "");
 
@@ -186,6 +227,8 @@ export interface TunnelListings {
   state: TunnelState;
   /** The MTU of the interface the default route leaves by (the pod's eth0); 1500 without one. */
   uplinkMtu: number;
+  /** That interface's MAC, when it has one. */
+  uplinkMac?: string;
 }
 
 /** Parses READ_BATCH's output into the state of ours and the uplink's MTU. */
@@ -198,9 +241,9 @@ export function parseTunnelListings(out: string): TunnelListings {
   const [links, neighs, rules, routes, defaults] = lines.map((l) => JSON.parse(l) as unknown);
   const allLinks = linkSchema.parse(links);
   const link = allLinks.find((l) => l.ifname === DSR_LB_DEVICE);
-  const neighbour = neighSchema
-    .parse(neighs)
-    .find((n) => n.dst === DSR_NEXT_HOP && (n.dev === undefined || n.dev === DSR_LB_DEVICE));
+  const onDevice = neighSchema.parse(neighs).filter((n) => n.dev === undefined || n.dev === DSR_LB_DEVICE);
+  const neighbour = neighbourOf(onDevice.find((n) => n.dst === DSR_NEXT_HOP));
+  const handoverNeighbour = neighbourOf(onDevice.find((n) => n.dst === HANDOVER_NEXT_HOP));
   const ours = ruleSchema.parse(rules);
   const uplink = defaultRouteSchema.parse(defaults).find((r) => r.dev && r.dev !== DSR_LB_DEVICE)?.dev;
   const state: TunnelState = {
@@ -213,9 +256,8 @@ export function parseTunnelListings(out: string): TunnelListings {
         up: link.flags.includes("UP"),
       },
     }),
-    ...(neighbour && {
-      neighbour: { lladdr: neighbour.lladdr ?? "", permanent: neighbour.state.includes("PERMANENT") },
-    }),
+    ...(neighbour && { neighbour }),
+    ...(handoverNeighbour && { handoverNeighbour }),
     rules: ours
       .filter((r) => r.protocol === String(DSR_PROTO))
       .map((r) => ({
@@ -229,10 +271,16 @@ export function parseTunnelListings(out: string): TunnelListings {
       (r) => r.priority === 0 && r.table === "local" && r.protocol !== String(DSR_PROTO),
     ),
     routes: new Map(
-      routeSchema.parse(routes).map((r) => [Number(r.table ?? "254"), r.encap === "ip" ? r.dst : undefined]),
+      routeSchema
+        .parse(routes)
+        .map((r) => [
+          Number(r.table ?? "254"),
+          { dst: r.encap === "ip" ? r.dst : undefined, via: r.gateway },
+        ]),
     ),
   };
-  return { state, uplinkMtu: allLinks.find((l) => l.ifname === uplink)?.mtu ?? 1500 };
+  const up = allLinks.find((l) => l.ifname === uplink);
+  return { state, uplinkMtu: up?.mtu ?? 1500, ...(up?.address && { uplinkMac: up.address }) };
 }
 
 /** Applies tunnelPlan to the namespace `ip` works in. */
@@ -249,10 +297,10 @@ export class LbTunnels {
     );
   }
 
-  /** Makes the tunnels exactly those to `backends`; returns the commands it had to run. */
-  async apply(backends: Iterable<string>): Promise<string[]> {
-    const { state, uplinkMtu } = await this.read();
-    const cmds = tunnelPlan(state, backends, uplinkMtu);
+  /** Makes the tunnels exactly those to `backends` and `peers`; returns the commands it had to run. */
+  async apply(backends: Iterable<string>, peers: Iterable<string> = []): Promise<string[]> {
+    const { state, uplinkMtu, uplinkMac } = await this.read();
+    const cmds = tunnelPlan(state, backends, uplinkMtu, { peers, ...(uplinkMac && { uplinkMac }) });
     if (cmds.length > 0) await run([...this.ip, "-batch", "-"], cmds.map((c) => `${c}\n`).join(""));
     return cmds;
   }

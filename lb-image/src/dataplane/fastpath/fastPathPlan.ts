@@ -2,7 +2,8 @@
 // services with their Maglev tables exactly as the nftables engine renders them (toNft), so the two
 // paths pick the same backend for every flow, and every DSR backend (draining ones too: a flow the
 // fast path has seen keeps its backend while that backend is one, as the kernel path's flow table
-// keeps it while its tunnel exists). Services restricted to source ranges stay on the kernel path,
+// keeps it while its tunnel exists). Services restricted to source ranges, or relaying a handover
+// (controller/handover.ts), stay on the kernel path,
 // where the firewall is (tc ingress runs before netfilter); so do services with no backend that
 // takes new flows (the kernel path drops their packets).
 import { numberToIpv4 } from "../ipv4.ts";
@@ -36,7 +37,8 @@ export class FastPathPlanner {
   plan(desired: VirtualService[]): FastPathPlan {
     const dsr = desired.filter((s) => s.forwarding === "dsr");
     const services = toNft(
-      dsr.filter((s) => s.sourceRanges === undefined),
+      // A source range's firewall and a handover's relay are the kernel path's alone.
+      dsr.filter((s) => s.sourceRanges === undefined && s.handover === undefined),
       this.#rendered,
     )
       .filter((s) => s.slots.length > 0)

@@ -25,6 +25,7 @@ import {
   dispatchMap,
   rebuild as rebuildTable,
   serviceChanges,
+  serviceStatements,
 } from "./nftRuleset.ts";
 import { NFT_TABLE, objectId, toNft, type NftRenderCache, type NftService } from "./nftState.ts";
 
@@ -72,8 +73,11 @@ export class NftEngine extends DiffEngine<NftService> {
   private routes: RouteWatch | undefined;
   private slots = 0;
   private readonly tunnels: LbTunnels;
-  /** The DSR backends last applied; undefined before the first apply (the tunnels are read then). */
-  private tunnelBackends: Set<string> | undefined;
+  /**
+   * The DSR backends (and handover peers) last applied; undefined before the first apply (the
+   * tunnels are read then).
+   */
+  private tunnelTargets: { backends: Set<string>; peers: Set<string> } | undefined;
   /** When the tunnels were last read back (performance.now()). */
   private tunnelsReadAt = -Infinity;
   /** When the table was last fully read, and last given the cheap check, finding it as applied (performance.now()). */
@@ -87,23 +91,28 @@ export class NftEngine extends DiffEngine<NftService> {
   }
 
   /**
-   * DSR services also need their backends' tunnels: a new backend's before the table marks flows
+   * DSR services also need their backends' tunnels (and a handover's, to its peers): a new backend's before the table marks flows
    * toward it, and a gone backend's kept until the table no longer does. Each costs a read of the
    * namespace's links, rules and routes, so only when the backend set changes (or, at the first
    * apply, to adopt or clear what is there); drift between changes is the scheduled checks' to repair.
    */
   override async apply(desired: VirtualService[]): Promise<ApplyResult> {
-    const backends = new Set(
-      desired.filter((s) => s.forwarding === "dsr").flatMap((s) => s.backends.map((b) => b.ip)),
-    );
-    const before = this.tunnelBackends;
-    if (before === undefined || [...backends].some((b) => !before.has(b))) {
-      await this.tunnels.apply(new Set([...(before ?? []), ...backends]));
+    const dsr = desired.filter((s) => s.forwarding === "dsr");
+    const backends = new Set(dsr.flatMap((s) => s.backends.map((b) => b.ip)));
+    const peers = new Set(dsr.flatMap((s) => s.handover?.to ?? []));
+    const before = this.tunnelTargets;
+    const grows = (now: Set<string>, was: Set<string> | undefined) => [...now].some((b) => !was?.has(b));
+    if (before === undefined || grows(backends, before.backends) || grows(peers, before.peers)) {
+      await this.tunnels.apply(
+        new Set([...(before?.backends ?? []), ...backends]),
+        new Set([...(before?.peers ?? []), ...peers]),
+      );
       this.tunnelsReadAt = performance.now();
     }
     const result = await super.apply(desired);
-    if (before !== undefined && [...before].some((b) => !backends.has(b))) await this.tunnels.apply(backends);
-    this.tunnelBackends = backends;
+    if (before !== undefined && (grows(before.backends, backends) || grows(before.peers, peers)))
+      await this.tunnels.apply(backends, peers);
+    this.tunnelTargets = { backends, peers };
     return result;
   }
 
@@ -115,15 +124,16 @@ export class NftEngine extends DiffEngine<NftService> {
    */
   override async repair(inspection: Inspection): Promise<VerifyReport> {
     const report = await super.repair(inspection);
-    const backends = this.tunnelBackends;
+    const targets = this.tunnelTargets;
     const now = performance.now();
-    if (inspection.mode === "changed" || backends === undefined || backends.size === 0) return report;
+    if (inspection.mode === "changed" || !targets || targets.backends.size + targets.peers.size === 0)
+      return report;
     if (!routesDue(this.routes, this.tunnelsReadAt, inspection.mode === "quick" ? TUNNEL_CHECK_MS : 0, now))
       return report;
     this.tunnelsReadAt = now;
     let repairs: string[];
     try {
-      repairs = await this.tunnels.apply(backends);
+      repairs = await this.tunnels.apply(targets.backends, targets.peers);
     } catch (err) {
       this.tunnelsReadAt = -Infinity; // read again at the next check, watched or not
       throw err;
@@ -200,9 +210,12 @@ export class NftEngine extends DiffEngine<NftService> {
     return { scripts: batches(changes), count: changes.reduce((n, c) => n + c.statements, 0) };
   }
   protected rebuild(desired: NftService[]) {
-    // The frame (table, maps, base chains with their rules) and three statements per service.
+    // The frame (table, maps, base chains with their rules) and each service's statements.
     const frame = 2 + 1 + 4 + BASE_CHAINS.reduce((n, c) => n + 1 + c.rules.length, 0);
-    return { scripts: rebuildTable(desired), count: frame + 3 * desired.length };
+    return {
+      scripts: rebuildTable(desired),
+      count: desired.reduce((n, s) => n + serviceStatements(s), frame),
+    };
   }
   protected async write(script: string): Promise<void> {
     await run([...this.nft, "-f", "-"], script, undefined, (pid) => this.ownWrite(pid));

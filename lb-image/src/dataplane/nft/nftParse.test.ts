@@ -50,6 +50,7 @@ const TABLE = `table ip portable_lb { # handle 2
 
 	chain dsr { # handle 23
 		type filter hook prerouting priority -300; policy accept;
+		iifname "plb-dsr" meta pkttype set 0 # handle 39
 		tcp flags 0x2 / 0x2,0x10 delete @flows_tcp { ip saddr . tcp sport . ip daddr . tcp dport : meta mark } # handle 40
 		tcp flags 0x1,0x4 meta mark set ip saddr . tcp sport . ip daddr . tcp dport map @flows_tcp fib daddr . mark oifname "plb-dsr" notrack delete @flows_tcp { ip saddr . tcp sport . ip daddr . tcp dport : meta mark } accept # handle 41
 		meta mark set ip saddr . tcp sport . ip daddr . tcp dport map @flows_tcp fib daddr . mark oifname "plb-dsr" notrack update @flows_tcp { ip saddr . tcp sport . ip daddr . tcp dport : meta mark } accept # handle 24
@@ -127,7 +128,7 @@ describe("nft strict reader", () => {
         ["prerouting", [3]],
         ["output", [5]],
         ["postrouting", [7]],
-        ["dsr", [40, 41, 24, 25, 26]],
+        ["dsr", [39, 40, 41, 24, 25, 26]],
         ["tunnel", [51]],
         ["svc_tcp_0a000001_80", [10]],
         ["svc_tcp_0a000003_443", [28]],

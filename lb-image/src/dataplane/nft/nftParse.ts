@@ -16,6 +16,8 @@ import {
   FLOW_MAP_LISTED,
   SERVICES_MAP_LISTED,
   baseChainListed,
+  RELAY_RULE_LISTED_HEAD,
+  RELAY_RULE_LISTED_TAIL,
   dsrRuleListedHead,
   dsrRuleListedTail,
   type BaseChain,
@@ -64,21 +66,30 @@ type Section =
   | { kind: "map"; name: string; lines: number }
   | { kind: "elements"; map: string }
   | { kind: "base"; chain: BaseChain; header: boolean; rules: number }
-  | {
-      kind: "service";
-      chain: string;
-      rules: { handle: number; labels: string[] | string; forwarding: Forwarding | undefined }[];
-    }
+  | { kind: "service"; chain: string; rules: ({ handle: number } & ServiceRule)[] }
   | { kind: "skip" }
   | { kind: "done" };
+
+/** One rule of a service chain as read: its slots' labels (or why it is not ours), and its kind. */
+interface ServiceRule {
+  labels: string[] | string;
+  forwarding: Forwarding | undefined;
+  /** A handover's relay rule (it comes before the service's own). */
+  relay?: true;
+}
+
+/** A service chain as read. */
+interface ServiceChain {
+  labels: string[] | string;
+  handles: number[];
+  forwarding: Forwarding | undefined;
+  relay?: string[];
+}
 
 /** Feeds on nft's text output one line at a time (no line breaks inside a line). */
 export class NftTableParser {
   readonly #entries: DispatchEntry[] = [];
-  readonly #chains = new Map<
-    string,
-    { labels: string[] | string; handle: number; forwarding: Forwarding | undefined }
-  >();
+  readonly #chains = new Map<string, ServiceChain>();
   readonly #baseSeen = new Set<string>();
   readonly #drift: Drift[] = [];
   /** One string per backend for all its slots in all services. */
@@ -148,8 +159,12 @@ export class NftTableParser {
         drift.push(driftOf("service", `nft: chain ${chain} ${broken}`, serviceKey(service)));
         services.push({ ...service, backends: [], slots: new Uint16Array(), broken });
       } else {
-        services.push({ ...service, ...lookupTable(found.labels) });
-        this.ruleHandles.set(chain, [found.handle]);
+        services.push({
+          ...service,
+          ...lookupTable(found.labels),
+          ...(found.relay && { relay: found.relay }),
+        });
+        this.ruleHandles.set(chain, found.handles);
       }
     }
     for (const chain of this.#chains.keys())
@@ -251,14 +266,7 @@ export class NftTableParser {
       s.rules.push({ handle: handle ?? 0, ...this.#rule(s.chain, rule) });
       return;
     }
-    const [first] = s.rules;
-    const labels =
-      s.rules.length === 0
-        ? "holds no rule"
-        : s.rules.length > 1
-          ? `holds ${s.rules.length} rules`
-          : first!.labels;
-    this.#chains.set(s.chain, { labels, handle: first?.handle ?? 0, forwarding: first?.forwarding });
+    this.#chains.set(s.chain, serviceChain(s.rules));
     this.#section = { kind: "table" };
   }
 
@@ -290,14 +298,17 @@ export class NftTableParser {
    * forwarding), a dnat through `map { 0 : ip . port, … }` (snat), or a mark through
    * `map { 0 : 0x0af40105, … }` with the flow-table update (dsr); a string says why it is not ours.
    */
-  #rule(chain: string, line: string): { labels: string[] | string; forwarding: Forwarding | undefined } {
+  #rule(chain: string, line: string): ServiceRule {
     if (line === "drop") return { labels: [], forwarding: undefined };
     const protocol = chain.split("_")[1] === "udp" ? "udp" : "tcp";
     // `meta l4proto tcp` folds into the hash's `tcp sport` when nft prints a dnat rule back.
     const snatHead = `dnat ip to jhash ip saddr . ${protocol} sport mod `;
+    const relay = protocol === "tcp" && line.startsWith(RELAY_RULE_LISTED_HEAD);
     const [forwarding, head, tail] = line.startsWith(snatHead)
       ? (["snat", snatHead, " }"] as const)
-      : (["dsr", dsrRuleListedHead(protocol), dsrRuleListedTail(protocol)] as const);
+      : relay
+        ? (["dsr", RELAY_RULE_LISTED_HEAD, RELAY_RULE_LISTED_TAIL] as const)
+        : (["dsr", dsrRuleListedHead(protocol), dsrRuleListedTail(protocol)] as const);
     const mod = /^(\d+) seed (\S+) map \{ /.exec(line.slice(head.length));
     if (!line.startsWith(head) || !mod || mod[2] !== FLOW_HASH_SEED || !line.endsWith(tail))
       return { labels: `does not hold a portable-lb backend map: ${line}`, forwarding };
@@ -314,8 +325,30 @@ export class NftTableParser {
     }
     if (count !== slots.length || count !== Number(mod[1]))
       return { labels: "has a lookup table with gaps", forwarding };
-    return { labels: slots, forwarding };
+    return { labels: slots, forwarding, ...(relay && { relay }) };
   }
+}
+
+/**
+ * A service chain from its rules: the service's own rule, after a handover's relay rule where
+ * there is one (relay slots are one per LB node: slot i is node i); anything else is not ours.
+ */
+function serviceChain(rules: ({ handle: number } & ServiceRule)[]): ServiceChain {
+  const handles = rules.map((r) => r.handle);
+  const [first, second] = rules;
+  const why = (labels: string): ServiceChain => ({ labels, handles, forwarding: first?.forwarding });
+  if (!first) return why("holds no rule");
+  if (rules.length > 2 || (rules.length === 2 && !first.relay)) return why(`holds ${rules.length} rules`);
+  if (!second)
+    return first.relay
+      ? why("holds a handover relay but no rule of its own")
+      : { labels: first.labels, handles, forwarding: first.forwarding };
+  if (typeof first.labels === "string") return why(`has a handover relay that ${first.labels}`);
+  if (second.relay) return why("holds two handover relays");
+  // A relay's slot i goes to LB node i, each once (toNft's rendering).
+  if (new Set(first.labels).size !== first.labels.length)
+    return why("has a handover relay whose LB nodes repeat");
+  return { labels: second.labels, handles, forwarding: second.forwarding ?? "dsr", relay: first.labels };
 }
 
 function splitHandle(line: string): { rule: string; handle: number | undefined } {

@@ -98,6 +98,13 @@ export const BASE_CHAINS = [
     hook: "prerouting",
     priority: -300,
     rules: [
+      // A handover's packets, relayed here by another platform's LB pod through the tunnel to this
+      // pod (controller/handover.ts), arrive addressed to the broadcast MAC: taken as this pod's own, they
+      // are then served like any other.
+      {
+        rule: `iifname "${DSR_LB_DEVICE}" meta pkttype set host`,
+        listed: `iifname "${DSR_LB_DEVICE}" meta pkttype set 0`,
+      },
       ...TCP_FLOW_ENDS,
       ...(["tcp", "udp"] as const).map((p) => ({
         rule: flowHit(p, flowKey("th"), true),
@@ -162,21 +169,35 @@ export function skeleton(): string {
   ]);
 }
 
-// The backend table sits in an anonymous map inside the service's one rule: a named map keyed by
-// a jhash result makes `nft list` of nftables 1.0.6 crash, and operators must be able to list.
-function rule(s: NftService): string {
+// The backend table sits in an anonymous map inside the service's rule: a named map keyed by a
+// jhash result makes `nft list` of nftables 1.0.6 crash, and operators must be able to list.
+function rules(s: NftService): string[] {
   const id = objectId(s);
   const head = `add rule ${T} svc_${id}`;
-  if (s.slots.length === 0) return `${head} drop`;
-  const elements = Array.from(s.slots, (b, i) => `${i} : ${s.backends[b]}`).join(", ");
-  const hash = `jhash ip saddr . th sport mod ${s.slots.length} seed ${FLOW_HASH_SEED} map { ${elements} }`;
-  if (s.forwarding === "dsr")
-    return (
-      `${head} meta l4proto ${s.protocol} notrack meta mark set ${hash} ` +
-      flowUpdate(s.protocol, flowKey("th"))
-    );
-  return `${head} meta l4proto ${s.protocol} dnat ip addr . port to ${hash}`;
+  const hash = (labels: ArrayLike<string>, slots: ArrayLike<number>) => {
+    const elements = Array.from(slots, (b, i) => `${i} : ${labels[b]}`).join(", ");
+    return `jhash ip saddr . th sport mod ${slots.length} seed ${FLOW_HASH_SEED} map { ${elements} }`;
+  };
+  // A handover's relay comes first: a packet of a connection this pod did not see start (the chain
+  // is reached only by flows missing from the flow table) goes to the old platform, and is remembered.
+  const relay = s.relay && [
+    `${head} ${RELAY_MATCH} notrack meta mark set ${hash(
+      s.relay,
+      s.relay.map((_, i) => i),
+    )} ` + `${flowUpdate("tcp", flowKey("th"))} accept`,
+  ];
+  const serve =
+    s.slots.length === 0
+      ? `${head} drop`
+      : s.forwarding === "dsr"
+        ? `${head} meta l4proto ${s.protocol} notrack meta mark set ${hash(s.backends, s.slots)} ` +
+          flowUpdate(s.protocol, flowKey("th"))
+        : `${head} meta l4proto ${s.protocol} dnat ip addr . port to ${hash(s.backends, s.slots)}`;
+  return [...(relay ?? []), serve];
 }
+
+/** Packets of a TCP connection whose start (a SYN without ACK) this pod did not see. */
+const RELAY_MATCH = "tcp flags & (syn | ack) != syn";
 
 /** A DSR service rule as `nft -n` prints it, up to its lookup table's elements. */
 export function dsrRuleListedHead(protocol: NftService["protocol"]): string {
@@ -186,6 +207,11 @@ export function dsrRuleListedHead(protocol: NftService["protocol"]): string {
 export function dsrRuleListedTail(protocol: NftService["protocol"]): string {
   return ` } ${flowUpdate(protocol, flowKey(protocol))}`;
 }
+/** A handover relay rule as `nft -n` prints it, up to its lookup table's elements. */
+export const RELAY_RULE_LISTED_HEAD =
+  "tcp flags != 0x2 / 0x2,0x10 notrack meta mark set jhash ip saddr . tcp sport mod ";
+/** What follows a relay rule's lookup table as `nft -n` prints it. */
+export const RELAY_RULE_LISTED_TAIL = ` } ${flowUpdate("tcp", flowKey("tcp"))} accept`;
 
 export function dispatchKey(s: Pick<NftService, "vip" | "protocol" | "port">): string {
   return `${s.vip} . ${s.protocol} . ${s.port}`;
@@ -229,11 +255,11 @@ export function serviceChanges(current: NftService[], desired: NftService[]): Se
     if (!old) {
       changes.push({
         key,
-        statements: 3,
+        statements: serviceStatements(s),
         render: () =>
           lines([
             `add chain ${T} svc_${id}`,
-            rule(s),
+            ...rules(s),
             `add element ${T} ${dispatchMap(s)} { ${dispatchKey(s)} : goto svc_${id} }`,
           ]),
       });
@@ -241,18 +267,22 @@ export function serviceChanges(current: NftService[], desired: NftService[]): Se
       // From one dispatch map to the other, in one transaction.
       changes.push({
         key,
-        statements: 4,
+        statements: 3 + ruleCount(s),
         render: () =>
           lines([
             `delete element ${T} ${dispatchMap(old)} { ${dispatchKey(s)} }`,
             `flush chain ${T} svc_${id}`,
-            rule(s),
+            ...rules(s),
             `add element ${T} ${dispatchMap(s)} { ${dispatchKey(s)} : goto svc_${id} }`,
           ]),
       });
     } else if (old !== s && !sameTable(old, s)) {
       // The rule is swapped inside one transaction: no packet sees a half-updated service.
-      changes.push({ key, statements: 2, render: () => lines([`flush chain ${T} svc_${id}`, rule(s)]) });
+      changes.push({
+        key,
+        statements: 1 + ruleCount(s),
+        render: () => lines([`flush chain ${T} svc_${id}`, ...rules(s)]),
+      });
     }
   }
   return changes;
@@ -265,8 +295,12 @@ function sameTable(a: NftService, b: NftService): boolean {
     for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return false;
     return true;
   };
-  return same(a.backends, b.backends) && same(a.slots, b.slots);
+  return same(a.backends, b.backends) && same(a.slots, b.slots) && same(a.relay ?? [], b.relay ?? []);
 }
+
+const ruleCount = (s: NftService) => (s.relay ? 2 : 1);
+/** The statements that make a service from nothing: its chain, its rules and its dispatch element. */
+export const serviceStatements = (s: NftService) => 2 + ruleCount(s);
 
 /** The whole change as one script (what a small change is sent as). */
 export function transaction(current: NftService[], desired: NftService[]): string {

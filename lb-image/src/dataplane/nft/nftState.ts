@@ -32,6 +32,12 @@ export interface NftService {
    */
   slots: Uint16Array;
   /**
+   * A handover's relay (TCP, relay "established"; controller/handover.ts): slot i of the lookup table of
+   * the packets of connections this pod did not see start, as the old platform's LB node marks.
+   * With relay "all" the relay is the service's own table instead (`backends` are those marks).
+   */
+  relay?: string[];
+  /**
    * Read back from a service chain that does not hold exactly one rule of ours: why. Never equal
    * to a rendered service, so the diff rewrites the chain.
    */
@@ -74,8 +80,13 @@ function slotLabel(b: Backend, forwarding: Forwarding): string {
  */
 export type NftRenderCache = Map<
   string,
-  { key: string; source: Backend[]; backends: string; service: NftService }
+  { key: string; source: Backend[]; handover: string; backends: string; service: NftService }
 >;
+
+/** A handover as text, to tell by a string compare whether it changed ("" without one). */
+function handoverText(s: VirtualService): string {
+  return s.forwarding === "dsr" && s.handover ? `${s.handover.relay}:${s.handover.to.join(",")}` : "";
+}
 
 /**
  * With a `cache` (refilled with this rendering), a service whose backends did not change comes back
@@ -89,18 +100,34 @@ export function toNft(desired: VirtualService[], cache?: NftRenderCache): NftSer
     .sort((a, b) => compareKeys(a.key, b.key))
     .map(({ key, s }) => {
       const hit = cache?.get(key);
-      if (hit?.source === s.backends && hit.service.forwarding === (s.forwarding ?? "snat")) return hit;
       const forwarding = s.forwarding ?? "snat";
+      const handover = handoverText(s);
+      if (hit?.source === s.backends && hit.service.forwarding === forwarding && hit.handover === handover)
+        return hit;
       const sorted = canonical([s])[0]!.backends;
-      const backends = `${forwarding}:${sorted.map((b) => `${backendKey(b)}/${b.weight}`).join(",")}`;
-      if (hit?.backends === backends) return { key, source: s.backends, backends, service: hit.service };
+      const backends = `${forwarding}:${handover}:${sorted.map((b) => `${backendKey(b)}/${b.weight}`).join(",")}`;
+      if (hit?.backends === backends)
+        return { key, source: s.backends, handover, backends, service: hit.service };
+      const peers = forwarding === "dsr" ? s.handover?.to.map(markLabel) : undefined;
       const labels = sorted.map((b) => slotLabel(b, forwarding));
-      const table = lookupTable(maglevTable(sorted).map((i) => labels[i]!));
+      const table =
+        peers && s.handover?.relay === "all"
+          ? lookupTable(peers)
+          : lookupTable(maglevTable(sorted).map((i) => labels[i]!));
+      const relay = peers && s.handover?.relay === "established" && s.protocol === "tcp" ? peers : undefined;
       return {
         key,
         source: s.backends,
+        handover,
         backends,
-        service: { protocol: s.protocol, vip: s.vip, port: s.port, forwarding, ...table },
+        service: {
+          protocol: s.protocol,
+          vip: s.vip,
+          port: s.port,
+          forwarding,
+          ...table,
+          ...(relay && { relay }),
+        },
       };
     });
   if (cache) {

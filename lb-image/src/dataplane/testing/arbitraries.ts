@@ -1,6 +1,13 @@
 // fast-check generators of data-plane states, shared by the engines' property tests.
 import fc from "fast-check";
-import { FORWARDINGS, SCHEDULERS, serviceKey, type Backend, type VirtualService } from "../model.ts";
+import {
+  FORWARDINGS,
+  SCHEDULERS,
+  serviceKey,
+  type Backend,
+  type Handover,
+  type VirtualService,
+} from "../model.ts";
 
 // Small address and port spaces on purpose: collisions between current and desired are the
 // interesting cases (same service, changed backends).
@@ -28,7 +35,20 @@ export const arbitraryService: fc.Arbitrary<VirtualService> = fc
     s.forwarding === "dsr"
       ? { ...s, backends: [...new Map(s.backends.map((b) => [b.ip, { ...b, port: s.port }])).values()] }
       : s,
+  )
+  .chain((s) =>
+    s.forwarding === "dsr"
+      ? fc.option(arbitraryHandover, { nil: undefined }).map((h) => (h ? { ...s, handover: h } : s))
+      : fc.constant(s),
   );
+
+/** Another platform's LB nodes (a sorted list, as desiredState gives) and which flows go there. */
+const arbitraryHandover: fc.Arbitrary<Handover> = fc.record({
+  to: fc
+    .uniqueArray(fc.integer({ min: 11, max: 14 }), { minLength: 1, maxLength: 3 })
+    .map((ns) => ns.map((n) => `192.168.100.${n}`).sort()),
+  relay: fc.constantFrom("all" as const, "established" as const),
+});
 
 export const arbitraryState: fc.Arbitrary<VirtualService[]> = fc.uniqueArray(arbitraryService, {
   selector: serviceKey,

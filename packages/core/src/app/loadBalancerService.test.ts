@@ -63,26 +63,27 @@ describe("LoadBalancerService", () => {
     new LoadBalancerService("web", {
       ...args,
       announce: false,
-      handover: { from: ["192.168.100.11", "192.168.100.12"], acceptFrom: ["192.168.101.11"] },
+      handover: {
+        from: ["192.168.100.11", "192.168.100.12"],
+        relay: "all",
+        acceptFrom: ["192.168.101.11"],
+      },
     });
     await settled();
     const s = recorded.find((r) => r.type === "kubernetes:core/v1:Service")!.inputs;
     expect(s.metadata.annotations).toEqual({
       "portable-lb.io/announce": "false",
       "portable-lb.io/handover-from": "192.168.100.11,192.168.100.12",
+      "portable-lb.io/handover-relay": "all",
       "portable-lb.io/handover-accept-from": "192.168.101.11",
     });
-    // The LB pods do not implement a handover yet: said at deployment too, not only in Events.
-    expect(warn.mock.calls.map(([message]) => message)).toEqual([
-      expect.stringMatching(/^service web: handover is not implemented yet in this version/),
-    ]);
     recorded.length = 0;
     new LoadBalancerService("plain", { ...args, announce: true });
     await settled();
     expect(
       recorded.find((r) => r.type === "kubernetes:core/v1:Service")!.inputs.metadata.annotations,
     ).toEqual({});
-    expect(warn).toHaveBeenCalledTimes(1);
+    expect(warn).not.toHaveBeenCalled();
     warn.mockRestore();
   });
 
@@ -131,6 +132,16 @@ describe("LoadBalancerService", () => {
       "a handover address that is no address",
       { handover: { from: ["lb1"] } },
       'service.handover.from[0]: not an IPv4 address; write it like 10.0.0.1 (got "lb1")',
+    ],
+    [
+      "a handover relay without its addresses",
+      { handover: { relay: "all", acceptFrom: ["192.168.101.11"] } },
+      'service.handover.relay: says which flows go to handover.from, which is unset (got "all"); set from to the old platform\'s LB node addresses, or drop relay',
+    ],
+    [
+      "a handover relay that is none",
+      { handover: { from: ["192.168.100.11"], relay: "some" as "all" } },
+      "service.handover.relay: ",
     ],
     [
       "an empty handover list",

@@ -8,6 +8,8 @@ import {
   ANNOUNCE_ANNOTATION,
   HANDOVER_ACCEPT_FROM_ANNOTATION,
   HANDOVER_FROM_ANNOTATION,
+  HANDOVER_RELAY_ANNOTATION,
+  HANDOVER_RELAYS,
   REQUESTED_VIPS_ANNOTATION,
   VIP_POOL_ANNOTATION,
 } from "../config/annotations.ts";
@@ -48,15 +50,21 @@ export interface LoadBalancerServiceArgs {
    */
   announce?: boolean;
   /**
-   * A migration by BGP between platforms that announce the same VIP (README, "Migration"). Not
-   * implemented yet in this version: the annotations are written, but the LB pods ignore them and
-   * say so (a Warning Event `HandoverUnsupported` on the Service, and a warning here), so
-   * connections the router moves between the platforms may be reset.
+   * A migration by BGP between platforms that announce the same VIP (README, "Migration"): flows
+   * the router moves to the new platform's LB pods mid-flight are relayed to the old platform's LB
+   * nodes, which serve them as before. nftables DSR only (a Warning Event `HandoverUnsupported`
+   * otherwise).
    */
   handover?: {
-    /** The old platform's LB node addresses: connections these LB pods did not see start go there. */
+    /** On the new platform: the old platform's LB node addresses, where flows are relayed. */
     from?: string[];
-    /** The new platform's LB node addresses: accept the connections they hand back. */
+    /**
+     * With `from`: "all" relays every flow these LB pods did not see start, new connections too
+     * (while both platforms announce the VIP); "established" (default) only TCP connections that
+     * started before (after the old platform withdrew the VIP).
+     */
+    relay?: (typeof HANDOVER_RELAYS)[number];
+    /** On the old platform: the new platform's LB node addresses, whose relayed flows are taken. */
     acceptFrom?: string[];
   };
 }
@@ -75,6 +83,7 @@ const argsSchema = z.object({
   handover: z
     .strictObject({
       from: z.array(ipv4Address).min(1, { error: "names no LB node; omit it" }).optional(),
+      relay: z.enum(HANDOVER_RELAYS).optional(),
       acceptFrom: z.array(ipv4Address).min(1, { error: "names no LB node; omit it" }).optional(),
     })
     .optional(),
@@ -111,16 +120,16 @@ export class LoadBalancerService extends pulumi.ComponentResource {
         `service.pool: is unset, and every VIP pool has autoAssign: false (${a.vipPools.map((p) => p.name).join(", ")}), so the Service would get no address; set pool to one of them, or vips`,
       );
     }
-    if (a.handover)
-      void pulumi.log.warn(
-        `service ${args.name}: handover is not implemented yet in this version of portable-lb; the LB pods ignore it (Warning Event HandoverUnsupported on the Service), so connections the router moves between the platforms may be reset`,
-        this,
+    if (a.handover?.relay !== undefined && !a.handover.from)
+      throw new ConfigError(
+        `service.handover.relay: says which flows go to handover.from, which is unset (got "${a.handover.relay}"); set from to the old platform's LB node addresses, or drop relay`,
       );
     const annotations = {
       ...(a.vips?.length && { [REQUESTED_VIPS_ANNOTATION]: a.vips.join(",") }),
       ...(a.pool !== undefined && { [VIP_POOL_ANNOTATION]: a.pool }),
       ...(a.announce === false && { [ANNOUNCE_ANNOTATION]: "false" }),
       ...(a.handover?.from && { [HANDOVER_FROM_ANNOTATION]: a.handover.from.join(",") }),
+      ...(a.handover?.relay && { [HANDOVER_RELAY_ANNOTATION]: a.handover.relay }),
       ...(a.handover?.acceptFrom && { [HANDOVER_ACCEPT_FROM_ANNOTATION]: a.handover.acceptFrom.join(",") }),
     };
     this.service = new k8s.core.v1.Service(

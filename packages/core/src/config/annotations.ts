@@ -11,11 +11,19 @@ export const VIP_POOL_ANNOTATION = "portable-lb.io/vip-pool";
 export const ANNOUNCE_ANNOTATION = "portable-lb.io/announce";
 /**
  * Comma-separated LB node addresses of the platform that served this VIP before (a migration by
- * BGP): TCP packets of connections these LB pods did not see start go there, in the DSR tunnel.
+ * BGP): flows these LB pods did not see start are relayed there, in the DSR tunnel (nftables DSR).
  */
 export const HANDOVER_FROM_ANNOTATION = "portable-lb.io/handover-from";
 /**
+ * Which flows go to the handover-from platform: "all" (every flow new to this LB pod, new
+ * connections too: while both platforms announce the VIP), or "established" (the default: TCP
+ * packets of connections this LB pod did not see start, once the old platform has withdrawn).
+ */
+export const HANDOVER_RELAY_ANNOTATION = "portable-lb.io/handover-relay";
+/** The values of HANDOVER_RELAY_ANNOTATION. */
+export const HANDOVER_RELAYS = ["all", "established"] as const;
+/**
  * Comma-separated LB node addresses of the platform taking this VIP over: this platform's LB nodes
- * accept the connections those hand back (tunnel packets from them to this Service's VIP ports).
+ * take the flows those relay here (their tunnel packets, steered by the node agent to the LB pod).
  */
 export const HANDOVER_ACCEPT_FROM_ANNOTATION = "portable-lb.io/handover-accept-from";
