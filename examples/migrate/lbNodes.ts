@@ -1,18 +1,29 @@
-// The LB node addresses of a platform, as its router knows them (its ECMP next hops): the nodes its
-// LB pods run on, read from the platform's cluster through the kubeconfig its stack hands out. A
-// migration by BGP hands these to the other platform (a handover's relay target, and whose relayed
-// flows to take), so nothing is typed by hand and a rescheduled LB pod is seen at the next run.
+// Where a platform's LB pods are, as the other platform's LB pods see them in a handover: the nodes
+// they run on (the router's ECMP next hops, where relayed flows are sent) and the pods' own
+// addresses, which relayed tunnel packets leave from (the node untracks the DSR tunnel, so flannel
+// does not masquerade them). Read from the platform's cluster through the kubeconfig its stack hands
+// out, so nothing is typed by hand.
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
 import { LB_APP_LABEL } from "@portable-lb/core/config";
 
-export async function lbNodeAddresses(kubeconfig: string): Promise<string[]> {
+export interface LbPods {
+  /** The nodes the running LB pods are on, sorted. */
+  nodes: string[];
+  /** The running LB pods' addresses, sorted. */
+  pods: string[];
+}
+
+export async function lbPods(kubeconfig: string): Promise<LbPods> {
   const kc = new KubeConfig();
   kc.loadFromString(kubeconfig);
-  const pods = await kc
+  const list = await kc
     .makeApiClient(CoreV1Api)
     .listPodForAllNamespaces({ labelSelector: `app=${LB_APP_LABEL}` });
-  const ips = pods.items.flatMap((p) =>
-    p.status?.phase === "Running" && p.status.hostIP ? [p.status.hostIP] : [],
-  );
-  return [...new Set(ips)].sort();
+  const running = list.items.filter((p) => p.status?.phase === "Running");
+  const sorted = (ips: (string | undefined)[]) =>
+    [...new Set(ips.filter((ip): ip is string => ip !== undefined))].sort();
+  return {
+    nodes: sorted(running.map((p) => p.status?.hostIP)),
+    pods: sorted(running.map((p) => p.status?.podIP)),
+  };
 }

@@ -17,7 +17,7 @@ import { LocalWorkspace, Stack, type ConfigMap } from "@pulumi/pulumi/automation
 import { setTimeout as sleep } from "node:timers/promises";
 import { cidrContains } from "@portable-lb/core";
 import type { DnsRecord } from "./dnsRecord.ts";
-import { lbNodeAddresses } from "./lbNodes.ts";
+import { lbPods, type LbPods } from "./lbNodes.ts";
 
 export type TrafficMove =
   | { kind: "dns"; record: DnsRecord }
@@ -62,8 +62,8 @@ interface Checked {
   source: Stack;
   sourceVip: string;
   targetConfig: ConfigMap;
-  /** By BGP: each platform's LB node addresses (the handover's ends). */
-  lbNodes?: { source: string[]; target: string[] };
+  /** By BGP: each platform's LB pods (the handover's ends). */
+  lbNodes?: { source: LbPods; target: LbPods };
 }
 
 export async function migrate(o: MigrationOptions): Promise<MigrationResult> {
@@ -90,7 +90,7 @@ export async function migrate(o: MigrationOptions): Promise<MigrationResult> {
   const toVip = await timed("upTarget", `${o.to} on ${o.toPlatform}`, async () => {
     if (c.lbNodes) {
       // The source takes the flows the target's LB nodes will relay to it, before any can come.
-      await handover(c.source, { acceptFrom: c.lbNodes.target });
+      await handover(c.source, { acceptFrom: [...c.lbNodes.target.nodes, ...c.lbNodes.target.pods] });
       await up(c.source);
     }
     await target.setAllConfig(c.targetConfig);
@@ -120,7 +120,7 @@ export async function migrate(o: MigrationOptions): Promise<MigrationResult> {
         await sleep((o.way.settleSeconds ?? 5) * 1000);
         // The router's next hops are the target's alone from now on: new connections are the
         // target's, and only those begun before still go to the source.
-        await handover(target, { from: c.lbNodes!.source, relay: "established" });
+        await handover(target, { from: c.lbNodes!.source.nodes, relay: "established" });
         await up(target);
         await sleep((o.way.drainSeconds ?? 10) * 1000);
       }
@@ -192,7 +192,7 @@ async function check(ws: LocalWorkspace, project: string, o: MigrationOptions): 
       target: await lbNodesOf(o.toPlatform, outputs),
     };
     // While both announce, the target's LB pods relay every flow they did not see start.
-    targetConfig[key("handover")] = { value: JSON.stringify({ from: lbNodes.source, relay: "all" }) };
+    targetConfig[key("handover")] = { value: JSON.stringify({ from: lbNodes.source.nodes, relay: "all" }) };
     return { source: await Stack.select(o.from, ws), sourceVip, targetConfig, lbNodes };
   }
   return { source: await Stack.select(o.from, ws), sourceVip, targetConfig };
@@ -203,17 +203,17 @@ interface PlatformOutputs {
   kubeconfig: string;
 }
 
-/** A platform's LB node addresses, from its cluster; a platform without any cannot hand over. */
-async function lbNodesOf(platform: string, outputs: PlatformOutputs): Promise<string[]> {
-  let nodes: string[];
+/** A platform's LB pods, from its cluster; a platform without any cannot hand over. */
+async function lbNodesOf(platform: string, outputs: PlatformOutputs): Promise<LbPods> {
+  let nodes: LbPods;
   try {
-    nodes = await lbNodeAddresses(outputs.kubeconfig);
+    nodes = await lbPods(outputs.kubeconfig);
   } catch (err) {
     throw new MigrationError(
       `${platform}: cannot list its LB pods (${firstLine(err)}); is its cluster up and its kubeconfig output current?`,
     );
   }
-  if (nodes.length === 0)
+  if (nodes.nodes.length === 0)
     throw new MigrationError(`${platform}: no LB pod runs on its cluster; bring the platform up first`);
   return nodes;
 }

@@ -46,7 +46,7 @@ export interface Handover {
   from?: string[];
   /** Which flows go to `from`: "all" or "established" (default). */
   relay?: "all" | "established";
-  /** The new platform's LB node addresses. */
+  /** The new platform's LB node and LB pod addresses. */
   acceptFrom?: string[];
 }
 

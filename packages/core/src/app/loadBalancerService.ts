@@ -64,7 +64,10 @@ export interface LoadBalancerServiceArgs {
      * started before (after the old platform withdrew the VIP).
      */
     relay?: (typeof HANDOVER_RELAYS)[number];
-    /** On the old platform: the new platform's LB node addresses, whose relayed flows are taken. */
+    /**
+     * On the old platform: the new platform's LB node and LB pod addresses, whose relayed flows
+     * are taken.
+     */
     acceptFrom?: string[];
   };
 }

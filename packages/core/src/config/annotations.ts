@@ -23,7 +23,8 @@ export const HANDOVER_RELAY_ANNOTATION = "portable-lb.io/handover-relay";
 /** The values of HANDOVER_RELAY_ANNOTATION. */
 export const HANDOVER_RELAYS = ["all", "established"] as const;
 /**
- * Comma-separated LB node addresses of the platform taking this VIP over: this platform's LB nodes
- * take the flows those relay here (their tunnel packets, steered by the node agent to the LB pod).
+ * Comma-separated addresses of the platform taking this VIP over, its LB nodes' and LB pods' (its
+ * nodes untrack the DSR tunnel, so relayed packets leave from the pods' own addresses): this
+ * platform's LB nodes take the flows those relay here (steered by the node agent to the LB pod).
  */
 export const HANDOVER_ACCEPT_FROM_ANNOTATION = "portable-lb.io/handover-accept-from";
