@@ -19,6 +19,7 @@ import { backendMark } from "../../lb-image/src/dataplane/dsr/dsrTunnel.ts";
 import type { VirtualService } from "../../lb-image/src/dataplane/model.ts";
 import type { DsrApplier } from "../../lb-image/src/nodeAgent/dsr/dsrApplier.ts";
 import { DSR_NODE_TABLE, parseNodeTable } from "../../lb-image/src/nodeAgent/dsr/nodeDsrTable.ts";
+import { STEERING_TABLE, applySteering } from "../../lb-image/src/nodeAgent/podSteering.ts";
 import { DsrBackendNode, KUBE_PROXY_LIKE } from "../harness/netns/dsrBackendNode.ts";
 import { ruleCounters } from "../harness/netns/nftCounters.ts";
 import { httpHistogram, startHttpEcho } from "../harness/netns/httpClient.ts";
@@ -95,6 +96,38 @@ async function tunnelEntries(ns: LabNamespace): Promise<number> {
   return r.stdout.split("\n").filter((l) => / udp .* dport=4789 /.test(l)).length;
 }
 
+interface KeepAliveResult {
+  requests: number;
+  opened: number;
+  failures: { t: number; connection: number }[];
+  backends: { t: number; connection: number; backend: string }[];
+}
+
+/** CONNECTIONS keep-alive connections from the client for `seconds`; `done` waits for their result. */
+async function keepAliveLoad(
+  name: string,
+  seconds: number,
+): Promise<{ done: () => Promise<KeepAliveResult> }> {
+  const script = join(repoRoot(), "bench/lib/keepAliveClient.ts");
+  const load = await client.spawn(
+    name,
+    process.execPath,
+    [
+      "--disable-warning=MODULE_TYPELESS_PACKAGE_JSON",
+      script,
+      ...["--url", `http://${VIP}:${PORT}/`, "--connections", String(CONNECTIONS)],
+      ...["--interval-ms", "100", "--seconds", String(seconds)],
+    ],
+    { marker: script },
+  );
+  return {
+    done: async () => {
+      expect(await waitUntil(() => !load.running(), (seconds + 10) * 1000)).toBe(true);
+      return JSON.parse(load.lastLines(1)) as KeepAliveResult;
+    },
+  };
+}
+
 beforeAll(async () => {
   lab = await NetnsLab.create("dsr");
   client = await lab.namespace("client");
@@ -132,8 +165,8 @@ beforeAll(async () => {
     const lb = await lab.namespace(name, { forwarding: true });
     await lab.attach(lbCni, lb, `${ip}/24`, "eth0");
     await lb.defaultRoute(ip.replace(/\.2$/, ".1"));
-    // No pods of its own to prepare: the LB pod is no DSR backend.
-    const strict = await DsrBackendNode.create(lbNode, [], ["cni0", "eth0"]);
+    // Its one pod is the LB pod, no DSR backend: findable only for a handover's rp_filter.
+    const strict = await DsrBackendNode.create(lbNode, [lb], ["cni0", "eth0"]);
     lbNodes.set(name, { node: strict, agent: strict.applier() });
     // As the controller makes every VIP local in its pod (LocalVips): DSR must still hand them on.
     await lb.localRoute(`${VIP}/32`);
@@ -171,25 +204,7 @@ describe("DSR through two LB pods", () => {
   });
 
   it("keeps every keep-alive connection when an LB leaves and rejoins, a backend is added or drains; a removed backend costs only its own", async () => {
-    const seconds = 21;
-    const script = join(repoRoot(), "bench/lib/keepAliveClient.ts");
-    const load = await client.spawn(
-      "keepalive",
-      process.execPath,
-      [
-        "--disable-warning=MODULE_TYPELESS_PACKAGE_JSON",
-        script,
-        "--url",
-        `http://${VIP}:${PORT}/`,
-        "--connections",
-        String(CONNECTIONS),
-        "--interval-ms",
-        "100",
-        "--seconds",
-        String(seconds),
-      ],
-      { marker: script },
-    );
+    const load = await keepAliveLoad("keepalive", 21);
     const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
     await pause(3_000);
     await routeVia(["lb2"]); // lb1 leaves: its flows move to lb2, which has not seen them
@@ -203,13 +218,7 @@ describe("DSR through two LB pods", () => {
     await pause(2_000);
     const removedAt = Date.now();
     await applyAll([service(["p1", "p3"])]); // and p2 removed (its pod still answers)
-    expect(await waitUntil(() => !load.running(), (seconds + 10) * 1000)).toBe(true);
-    const result = JSON.parse(load.lastLines(1)) as {
-      requests: number;
-      opened: number;
-      failures: { t: number; connection: number }[];
-      backends: { t: number; connection: number; backend: string }[];
-    };
+    const result = await load.done();
     // Nothing failed until the removal; after it, only connections p2 was serving.
     const servedBy = new Map<number, string>();
     for (const b of result.backends) if (b.t < removedAt) servedBy.set(b.connection, b.backend);
@@ -294,6 +303,76 @@ describe("DSR through two LB pods", () => {
     for (const lb of lbs.values())
       expect((await lb.exec("nft", ["list", "table", "ip", "portable_lb_firewall"])).code).not.toBe(0);
   });
+
+  it("hands over: an LB pod of another platform relays the flows it did not see start, and none is reset", async () => {
+    // lb1 is platform A's LB pod (backends p1, p2); lb2 becomes platform B's (backend p3), taking
+    // A's VIP over. Both LB pods strict about reverse paths, whatever the host has.
+    for (const lb of lbs.values()) await lb.sysctl("net.ipv4.conf.all.rp_filter", "1");
+    const a = service(["p1", "p2"]);
+    const b = (relay: "all" | "established"): VirtualService => ({
+      ...service(["p3"]),
+      handover: { to: [LB_NODES.lb1], relay },
+    });
+    const [lbA, lbB] = [engines.get("lb1")!, engines.get("lb2")!];
+    const applyBoth = async (onB: VirtualService) => {
+      expect((await agent.apply([service(["p1", "p2", "p3"]), snat], NODE)).failures).toEqual([]);
+      for (const [name, n] of lbNodes)
+        expect((await n.agent.apply([a, snat], `lbnode-${name}`)).failures).toEqual([]);
+      await lbA.apply([a, snat]);
+      await lbB.apply([onB, snat]);
+    };
+    await applyBoth(service(["p1", "p2"]));
+    await routeVia(["lb1"]);
+    // A's LB node takes what B's LB pod relays (its node agent's steering, and no rp_filter on its
+    // LB pod's tunnel device).
+    const nodeA = lbNodes.get("lb1")!;
+    const steerNft: [string, ...string[]] = ["setpriv", ...nodeA.node.agentPrefix().slice(1), "nft"];
+    const steer = (handoverPeers: string[]) =>
+      applySteering(steerNft, { podIp: LBS.lb1, reflectors: [], handoverPeers });
+    expect(await steer([LBS.lb2, LB_NODES.lb2])).toBe(true);
+
+    const load = await keepAliveLoad("keepalive-handover", 15);
+    const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+    await pause(2_000);
+    await applyBoth(b("all"));
+    expect(await nodeA.agent.openRelayTarget(LBS.lb1)).toBe(true);
+    expect(await nodeA.agent.openRelayTarget(LBS.lb1)).toBe(false);
+    // Off where relayed flows arrive, and the uplink as strict as before (all was strict).
+    const conf = await lbs.get("lb1")!.ip("-4", "netconf", "show");
+    expect(conf).toMatch(/inet plb-dsr .*rp_filter off/);
+    expect(conf).toMatch(/inet all .*rp_filter off/);
+    expect(conf).toMatch(/inet eth0 .*rp_filter strict/);
+    await routeVia(["lb1", "lb2"]); // B announces too: about half of A's flows move to lb2
+    await pause(3_000);
+    await routeVia(["lb2"]); // A withdraws: all of them
+    await pause(3_000);
+    await applyBoth(b("established")); // new connections are B's from now on
+    const fresh = await httpHistogram(client, `http://${VIP}:${PORT}/`, { count: 20, by: "name" });
+    const result = await load.done();
+    const backendsOf = new Map<number, Set<string>>();
+    for (const r of result.backends)
+      backendsOf.set(r.connection, (backendsOf.get(r.connection) ?? new Set()).add(r.backend));
+    console.log(
+      `handover: ${result.requests} requests on ${result.opened} connections, ${result.failures.length} failed; new connections after the withdrawal: ${JSON.stringify(fresh.counts)}`,
+    );
+    // Every keep-alive connection went on, on its one backend of A, through either platform.
+    expect(result.failures).toEqual([]);
+    expect(result.opened).toBe(CONNECTIONS);
+    expect(result.requests).toBeGreaterThan(CONNECTIONS * 50);
+    expect([...backendsOf.values()].filter((s) => s.size !== 1)).toEqual([]);
+    expect(new Set([...backendsOf.values()].flatMap((s) => [...s]))).toEqual(new Set(["p1", "p2"]));
+    // New connections take B's backend.
+    expect(fresh).toMatchObject({ failures: 0, counts: { p3: 20 } });
+
+    // The handover ends: A's steering goes, B serves by its own table alone.
+    expect(await steer([])).toBe(true);
+    expect((await nodeA.node.node.exec("nft", ["list", "table", "ip", STEERING_TABLE])).code).not.toBe(0);
+    await applyAll([service(["p1", "p2", "p3"])]);
+    expect(await lbB.apply([service(["p1", "p2", "p3"]), snat])).toMatchObject({ drift: [] });
+    for (const lb of lbs.values())
+      expect(await lb.ip("route", "show", "table", "all", "proto", "212")).not.toContain(LB_NODES.lb1);
+    await routeVia(["lb1", "lb2"]);
+  }, 90_000);
 
   it("removes every DSR tunnel and the node's DSR state when no service is served by DSR (the SNAT one stays)", async () => {
     await applyAll([]);

@@ -208,6 +208,15 @@ export async function startNodeAgent(o: NodeAgentOptions): Promise<RunningNodeAg
       const steering = { reflectors, podIp: want[0]?.via[0], handoverPeers: dsr?.handoverPeers() ?? [] };
       if (await applySteering(nft, steering))
         o.log.info(steering, "reflectors' BFD and relayed flows steered");
+      // Apart from the routes, as the guard below: a pod whose namespace cannot be entered now is
+      // tried again at the next run.
+      if (steering.podIp && steering.handoverPeers.length > 0)
+        await dsr?.applier.openRelayTarget(steering.podIp).catch((err: unknown) => {
+          o.log.error(
+            { err, podIp: steering.podIp },
+            "the LB pod's rp_filter for relayed flows could not be checked",
+          );
+        });
       const access = desiredMetadataAccess(
         o.config.routingMode,
         pods.list().flatMap((p) => p.status?.podIP ?? []),

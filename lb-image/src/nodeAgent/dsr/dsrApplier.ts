@@ -23,12 +23,12 @@
 import { existsSync } from "node:fs";
 import type { Logger } from "pino";
 import { Counter, Gauge, type Registry } from "prom-client";
-import { DSR_BACKEND_IPIP_DEVICE } from "../../dataplane/dsr/dsrTunnel.ts";
+import { DSR_BACKEND_IPIP_DEVICE, DSR_LB_DEVICE } from "../../dataplane/dsr/dsrTunnel.ts";
 import { CommandError, run, withPrefix } from "../../dataplane/exec.ts";
 import type { VirtualService } from "../../dataplane/model.ts";
 import { dsrPlan } from "./dsrPlan.ts";
 import { DSR_NODE_TABLE, desiredNodeTable, nodeTableChange, parseNodeTable } from "./nodeDsrTable.ts";
-import { LOOSE, allInterfaces, routeDevice, strictInterfaces } from "./nodeRpFilter.ts";
+import { LOOSE, allInterfaces, routeDevice, rpFilterOf, strictInterfaces } from "./nodeRpFilter.ts";
 import * as decap from "./podDecap.ts";
 import { parsePodState, podAddresses, podSteps, type PodDsrState, type PodStep } from "./podDsrState.ts";
 import { PodNetns } from "./podNetns.ts";
@@ -114,6 +114,8 @@ function dsrMetrics(registry: Registry) {
 }
 
 const sysctlPath = (root: string, dev: string) => `${root}/ipv4/conf/${dev}/rp_filter`;
+/** rp_filter's values by the names `ip netconf` prints. */
+const RP_FILTER_VALUES: Record<string, number> = { off: 0, strict: 1, loose: 2 };
 
 /** `ip link add … type ipip` failed because the kernel has no ipip. */
 const noIpipModule = (err: unknown): err is CommandError =>
@@ -357,6 +359,35 @@ export class DsrApplier {
     if (ours.size > 0) this.clsactOurs.set(path, ours);
     else this.clsactOurs.delete(path);
     return done;
+  }
+
+  /**
+   * The LB pod taking a handover's relayed flows (controller/handover.ts): their client addresses
+   * arrive on its tunnel device, which has no address, and the kernel's reverse-path filter drops
+   * whatever arrives on an address-less device unless the filter is off there, in loose mode too.
+   * The effective value is max(all, device): so `all` and the device go to 0, and the uplink first
+   * takes the value `all` had where it was lower, so that its own filtering stays as it was.
+   * True when it changed anything.
+   */
+  async openRelayTarget(podIp: string): Promise<boolean> {
+    const path = await this.netns.find(podIp);
+    if (!path) return false;
+    const netconf = await this.inPod(path, "ip", ["-4", "-j", "netconf", "show"]);
+    const value = (name: string) => RP_FILTER_VALUES[rpFilterOf(netconf, name) ?? "off"] ?? 0;
+    if (rpFilterOf(netconf, DSR_LB_DEVICE) === undefined) return false;
+    const all = value("all");
+    if (all === 0 && value(DSR_LB_DEVICE) === 0) return false;
+    const uplink = routeDevice(await this.inPod(path, "ip", ["-j", "route", "show", "default"]));
+    const write = (name: string, v: number) =>
+      this.inPod(path, "tee", [sysctlPath(this.o.procSysNet, name)], `${v}\n`);
+    if (uplink && value(uplink) < all) await write(uplink, all);
+    if (all !== 0) await write("all", 0);
+    if (value(DSR_LB_DEVICE) !== 0) await write(DSR_LB_DEVICE, 0);
+    this.o.log.warn(
+      { podIp, uplink, allWas: all },
+      "rp_filter off on the LB pod's tunnel device (and all): it takes relayed flows",
+    );
+    return true;
   }
 
   private async podStep(path: string, step: PodStep): Promise<void> {

@@ -19,6 +19,11 @@ export function strictInterfaces(netconfJson: string, devices: string[]): string
   );
 }
 
+/** An interface's rp_filter as `ip -4 -j netconf show` names it ("off", "strict", "loose"). */
+export function rpFilterOf(netconfJson: string, name: string): string | undefined {
+  return netconfSchema.parse(JSON.parse(netconfJson || "[]")).find((c) => c.interface === name)?.rp_filter;
+}
+
 /** Every interface `ip -4 -j netconf show` lists. */
 export function allInterfaces(netconfJson: string): string[] {
   return netconfSchema.parse(JSON.parse(netconfJson || "[]")).map((c) => c.interface);
