@@ -4,6 +4,7 @@
 // does not masquerade them). Read from the platform's cluster through the kubeconfig its stack hands
 // out, so nothing is typed by hand.
 import { CoreV1Api, KubeConfig } from "@kubernetes/client-node";
+import { existsSync } from "node:fs";
 import { LB_APP_LABEL } from "@portable-lb/core/config";
 
 export interface LbPods {
@@ -13,9 +14,11 @@ export interface LbPods {
   pods: string[];
 }
 
+/** `kubeconfig`: its text, or the path of its file (as the Kubernetes provider takes it; the lab's). */
 export async function lbPods(kubeconfig: string): Promise<LbPods> {
   const kc = new KubeConfig();
-  kc.loadFromString(kubeconfig);
+  if (!kubeconfig.includes("\n") && existsSync(kubeconfig)) kc.loadFromFile(kubeconfig);
+  else kc.loadFromString(kubeconfig);
   const list = await kc
     .makeApiClient(CoreV1Api)
     .listPodForAllNamespaces({ labelSelector: `app=${LB_APP_LABEL}` });
