@@ -335,9 +335,7 @@ describe("node agent in a node network namespace", () => {
     await core.deleteNamespacedPod({ name: "lb-2", namespace: NS, gracePeriodSeconds: 0 });
     await settle(async () => (await ourRoutes()).length === 0);
     // No pod: the reflectors' BFD is left to the node again (no table of ours).
-    await settle(
-      async () => (await node.exec("nft", ["list", "table", "ip", STEERING_TABLE])).code !== 0,
-    );
+    await settle(async () => (await node.exec("nft", ["list", "table", "ip", STEERING_TABLE])).code !== 0);
     const other = await node.ip("route", "show", "10.99.0.0/24");
     expect(other).toContain("via 10.244.1.10");
   });

@@ -108,10 +108,12 @@ describe("portable-lb's Pulumi package", () => {
     expect(lbs.required).toEqual(["ingress"]);
   });
 
-  it("types the nested args: ports, pools, handover and the traffic policy as an enum", () => {
+  it("types the nested args: ports, pools, handover, and the traffic policy and relay as enums", () => {
     const t = schema.types;
     expect(Object.keys(t).sort()).toEqual(
-      ["ExternalTrafficPolicy", "Handover", "ServicePort", "VipPool"].map((n) => `portable-lb:index:${n}`),
+      ["ExternalTrafficPolicy", "Handover", "HandoverRelay", "ServicePort", "VipPool"].map(
+        (n) => `portable-lb:index:${n}`,
+      ),
     );
     expect(t["portable-lb:index:ExternalTrafficPolicy"]!.enum!.map((e) => e.value)).toEqual([
       "Cluster",
@@ -127,7 +129,11 @@ describe("portable-lb's Pulumi package", () => {
       required: ["port"],
     });
     expect(t["portable-lb:index:VipPool"]!.required).toEqual(["cidr", "name"]);
-    expect(Object.keys(t["portable-lb:index:Handover"]!.properties!).sort()).toEqual(["acceptFrom", "from"]);
+    expect(Object.keys(t["portable-lb:index:Handover"]!.properties!).sort()).toEqual([
+      "acceptFrom",
+      "from",
+      "relay",
+    ]);
   });
 
   it("generates a Python SDK whose classes take those args by their Python names", async () => {
@@ -143,6 +149,7 @@ print(json.dumps({
   "pool": params(plb.VipPoolArgs.__init__),
   "handover": params(plb.HandoverArgs.__init__),
   "policy": [p.value for p in plb.ExternalTrafficPolicy],
+  "relay": [p.value for p in plb.HandoverRelay],
   "remote": "remote=True" in inspect.getsource(plb.LoadBalancerService._internal_init),
 }))
 `);
@@ -181,8 +188,9 @@ print(json.dumps({
       ],
       port: ["port", "name", "protocol", "target_port"],
       pool: ["cidr", "name", "auto_assign", "avoid_buggy_ips"],
-      handover: ["accept_from", "from_"],
+      handover: ["accept_from", "from_", "relay"],
       policy: ["Cluster", "Local"],
+      relay: ["all", "established"],
       // Construction happens in the plugin (the engine's Construct), not in Python.
       remote: true,
     });

@@ -5,7 +5,7 @@ import { dirname } from "node:path";
 import { componentProviderHost } from "@pulumi/pulumi/provider/experimental/index.js";
 import { LoadBalancerService } from "./loadBalancerService.ts";
 
-export { ExternalTrafficPolicy, LoadBalancerService } from "./loadBalancerService.ts";
+export { ExternalTrafficPolicy, HandoverRelay, LoadBalancerService } from "./loadBalancerService.ts";
 export type { Handover, LoadBalancerServiceArgs, ServicePort, VipPool } from "./loadBalancerService.ts";
 
 componentProviderHost({

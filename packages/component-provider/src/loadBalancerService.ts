@@ -16,6 +16,15 @@ export const ExternalTrafficPolicy = {
 } as const;
 export type ExternalTrafficPolicy = (typeof ExternalTrafficPolicy)[keyof typeof ExternalTrafficPolicy];
 
+/** Which flows a handover relays to the old platform (core's LoadBalancerService `handover.relay`). */
+export const HandoverRelay = {
+  /** Every flow the LB pods did not see start, new connections too (while both platforms announce). */
+  All: "all",
+  /** Only TCP connections begun before (once the old platform withdrew); the default. */
+  Established: "established",
+} as const;
+export type HandoverRelay = (typeof HandoverRelay)[keyof typeof HandoverRelay];
+
 /** A port of the Service. */
 export interface ServicePort {
   /** The port's name, e.g. "http"; required when the Service has several. */
@@ -44,8 +53,8 @@ export interface VipPool {
 export interface Handover {
   /** The old platform's LB node addresses. */
   from?: string[];
-  /** Which flows go to `from`: "all" or "established" (default). */
-  relay?: "all" | "established";
+  /** Which flows go to `from` (default established). */
+  relay?: HandoverRelay;
   /** The new platform's LB node and LB pod addresses. */
   acceptFrom?: string[];
 }
