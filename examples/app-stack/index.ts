@@ -9,7 +9,8 @@
 //   pool       the VIP pool to allocate from; default "web"
 //   vip        a specific VIP instead (a migration by BGP keeps the old platform's)
 //   announce   false: keep serving but stop announcing the VIP (a migration's "move traffic")
-//   handover   { from, acceptFrom }: LB node addresses of the other platform during such a migration
+//   handover   { from, relay, acceptFrom }: a migration by BGP (examples/migrate sets it): the other
+//              platform's LB node (and, in acceptFrom, LB pod) addresses, and which flows to relay
 import * as k8s from "@pulumi/kubernetes";
 import * as pulumi from "@pulumi/pulumi";
 import { LoadBalancerService, type LoadBalancerServiceArgs, type VipPool } from "@portable-lb/core";

@@ -437,8 +437,8 @@ describe("ECMP over every LB pod, through route reflectors, to an FRR router", (
       `announce "false": ${g.vip} left the router's FIB ${withdrawnMs} ms after the annotation was written; back ${backMs} ms after it was removed`,
     );
 
-    // Bad input keeps announcing, and says so; a handover is refused once for the Service (by the
-    // group's allocator), not by every LB pod.
+    // Bad input keeps announcing, and says so; a handover on these SNAT ports is refused once for
+    // the Service (by the group's allocator), not by every LB pod.
     const seen = await watchHops(g.vip, async () => {
       await annotate({ [ANNOUNCE]: "no", "portable-lb.io/handover-from": nodeIp(3) });
       await settle(async () => (await events("InvalidAnnounce")).length > 0, 10_000);
@@ -454,7 +454,7 @@ describe("ECMP over every LB pod, through route reflectors, to an FRR router", (
       [
         "Warning",
         expect.stringMatching(
-          /^annotation portable-lb\.io\/handover-from is not implemented yet in this version/,
+          /^port http: annotation portable-lb\.io\/handover-from is not honoured: the port is served by SNAT/,
         ),
       ],
     ]);
