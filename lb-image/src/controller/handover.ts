@@ -50,6 +50,13 @@ const problem = (ref: Ref, message: string): SkippedItem => ({
   message,
 });
 
+/** The Warning for an address annotation's entries that are no IPv4 address; `whose` names them. */
+const notAddresses = (ref: Ref, annotation: string, invalid: string[], whose: string): SkippedItem =>
+  problem(
+    ref,
+    `annotation ${annotation}: ${invalid.map((e) => JSON.stringify(e)).join(", ")} ${invalid.length > 1 ? "are" : "is"} not an IPv4 address; list ${whose} addresses, separated by commas`,
+  );
+
 /**
  * The relay a Service asks of this platform's LB pods (handover-from), or none. An address that is
  * none is left out and told (the others still get their flows); an unknown relay value is told and
@@ -59,12 +66,7 @@ export function handoverOf(svc: V1Service, ref: Ref, skipped: SkippedItem[]): Ha
   const a = svc.metadata?.annotations ?? {};
   const from = addresses(a[HANDOVER_FROM_ANNOTATION]);
   if (from.invalid.length)
-    skipped.push(
-      problem(
-        ref,
-        `annotation ${HANDOVER_FROM_ANNOTATION}: ${from.invalid.map((e) => JSON.stringify(e)).join(", ")} ${from.invalid.length > 1 ? "are" : "is"} not an IPv4 address; list the old platform's LB node addresses, separated by commas`,
-      ),
-    );
+    skipped.push(notAddresses(ref, HANDOVER_FROM_ANNOTATION, from.invalid, "the old platform's LB node"));
   const relay = a[HANDOVER_RELAY_ANNOTATION] ?? "established";
   const known = (HANDOVER_RELAYS as readonly string[]).includes(relay);
   if (!known)
@@ -98,9 +100,11 @@ export function acceptFromProblems(
     const { invalid } = addresses(svc.metadata?.annotations?.[HANDOVER_ACCEPT_FROM_ANNOTATION]);
     return invalid.length
       ? [
-          problem(
+          notAddresses(
             refOf(svc),
-            `annotation ${HANDOVER_ACCEPT_FROM_ANNOTATION}: ${invalid.map((e) => JSON.stringify(e)).join(", ")} ${invalid.length > 1 ? "are" : "is"} not an IPv4 address; list the new platform's LB node addresses, separated by commas`,
+            HANDOVER_ACCEPT_FROM_ANNOTATION,
+            invalid,
+            "the new platform's LB node and LB pod",
           ),
         ]
       : [];

@@ -42,9 +42,10 @@ export const DSR_LB_MAC = "02:70:6c:62:00:00";
 /** The next hop of every encapsulating route on the LB, resolved by a permanent neighbour entry. */
 export const DSR_NEXT_HOP = "169.254.255.1";
 /**
- * The next hop of the routes to another platform's LB nodes (a handover, controller/handover.ts). Their LB pod
- * has no fixed MAC, so the frame goes to the broadcast address, which every device accepts; the
- * receiving LB pod then takes it as its own (the dsr chain's pkttype rule, nftRuleset.ts).
+ * The next hop of the routes to another platform's LB nodes (a handover, controller/handover.ts).
+ * Their LB pod has no fixed MAC, so the frame goes to the broadcast address, which every device
+ * accepts; the receiving LB pod then takes it as its own (the dsr chain's pkttype rule,
+ * nftRuleset.ts).
  */
 export const HANDOVER_NEXT_HOP = "169.254.255.2";
 export const HANDOVER_NEXT_HOP_MAC = "ff:ff:ff:ff:ff:ff";

@@ -91,8 +91,9 @@ export class NftEngine extends DiffEngine<NftService> {
   }
 
   /**
-   * DSR services also need their backends' tunnels (and a handover's, to its peers): a new backend's before the table marks flows
-   * toward it, and a gone backend's kept until the table no longer does. Each costs a read of the
+   * DSR services also need their backends' tunnels (and a handover's, to its peers): a new
+   * backend's before the table marks flows toward it, and a gone backend's kept until the table no
+   * longer does. Each costs a read of the
    * namespace's links, rules and routes, so only when the backend set changes (or, at the first
    * apply, to adopt or clear what is there); drift between changes is the scheduled checks' to repair.
    */

@@ -98,9 +98,9 @@ export const BASE_CHAINS = [
     hook: "prerouting",
     priority: -300,
     rules: [
-      // A handover's packets, relayed here by another platform's LB pod through the tunnel to this
-      // pod (controller/handover.ts), arrive addressed to the broadcast MAC: taken as this pod's own, they
-      // are then served like any other.
+      // A handover's packets, relayed here by another platform's LB pod through the tunnel to
+      // this pod (controller/handover.ts), arrive addressed to the broadcast MAC: taken as this
+      // pod's own, they are then served like any other.
       {
         rule: `iifname "${DSR_LB_DEVICE}" meta pkttype set host`,
         listed: `iifname "${DSR_LB_DEVICE}" meta pkttype set 0`,
@@ -178,13 +178,14 @@ function rules(s: NftService): string[] {
     const elements = Array.from(slots, (b, i) => `${i} : ${labels[b]}`).join(", ");
     return `jhash ip saddr . th sport mod ${slots.length} seed ${FLOW_HASH_SEED} map { ${elements} }`;
   };
-  // A handover's relay comes first: a packet of a connection this pod did not see start (the chain
-  // is reached only by flows missing from the flow table) goes to the old platform, and is remembered.
+  // A handover's relay comes first: a packet of a connection this pod did not see start (the
+  // chain is reached only by flows missing from the flow table) goes to the old platform, and is
+  // remembered.
   const relay = s.relay && [
     `${head} ${RELAY_MATCH} notrack meta mark set ${hash(
       s.relay,
-      s.relay.map((_, i) => i),
-    )} ` + `${flowUpdate("tcp", flowKey("th"))} accept`,
+      Array.from(s.relay, (_, i) => i),
+    )} ${flowUpdate("tcp", flowKey("th"))} accept`,
   ];
   const serve =
     s.slots.length === 0

@@ -32,8 +32,9 @@ export interface NftService {
    */
   slots: Uint16Array;
   /**
-   * A handover's relay (TCP, relay "established"; controller/handover.ts): slot i of the lookup table of
-   * the packets of connections this pod did not see start, as the old platform's LB node marks.
+   * A handover's relay (TCP, relay "established"; controller/handover.ts): slot i of the lookup
+   * table of the packets of connections this pod did not see start, as the old platform's LB node
+   * marks.
    * With relay "all" the relay is the service's own table instead (`backends` are those marks).
    */
   relay?: string[];

@@ -28,7 +28,7 @@ import { CommandError, run, withPrefix } from "../../dataplane/exec.ts";
 import type { VirtualService } from "../../dataplane/model.ts";
 import { dsrPlan } from "./dsrPlan.ts";
 import { DSR_NODE_TABLE, desiredNodeTable, nodeTableChange, parseNodeTable } from "./nodeDsrTable.ts";
-import { LOOSE, allInterfaces, routeDevice, rpFilterOf, strictInterfaces } from "./nodeRpFilter.ts";
+import { LOOSE, allInterfaces, routeDevice, rpFilters, strictInterfaces } from "./nodeRpFilter.ts";
 import * as decap from "./podDecap.ts";
 import { parsePodState, podAddresses, podSteps, type PodDsrState, type PodStep } from "./podDsrState.ts";
 import { PodNetns } from "./podNetns.ts";
@@ -114,8 +114,6 @@ function dsrMetrics(registry: Registry) {
 }
 
 const sysctlPath = (root: string, dev: string) => `${root}/ipv4/conf/${dev}/rp_filter`;
-/** rp_filter's values by the names `ip netconf` prints. */
-const RP_FILTER_VALUES: Record<string, number> = { off: 0, strict: 1, loose: 2 };
 
 /** `ip link add … type ipip` failed because the kernel has no ipip. */
 const noIpipModule = (err: unknown): err is CommandError =>
@@ -372,9 +370,9 @@ export class DsrApplier {
   async openRelayTarget(podIp: string): Promise<boolean> {
     const path = await this.netns.find(podIp);
     if (!path) return false;
-    const netconf = await this.inPod(path, "ip", ["-4", "-j", "netconf", "show"]);
-    const value = (name: string) => RP_FILTER_VALUES[rpFilterOf(netconf, name) ?? "off"] ?? 0;
-    if (rpFilterOf(netconf, DSR_LB_DEVICE) === undefined) return false;
+    const filters = rpFilters(await this.inPod(path, "ip", ["-4", "-j", "netconf", "show"]));
+    const value = (name: string) => filters.get(name) ?? 0;
+    if (!filters.has(DSR_LB_DEVICE)) return false;
     const all = value("all");
     if (all === 0 && value(DSR_LB_DEVICE) === 0) return false;
     const uplink = routeDevice(await this.inPod(path, "ip", ["-j", "route", "show", "default"]));

@@ -19,9 +19,16 @@ export function strictInterfaces(netconfJson: string, devices: string[]): string
   );
 }
 
-/** An interface's rp_filter as `ip -4 -j netconf show` names it ("off", "strict", "loose"). */
-export function rpFilterOf(netconfJson: string, name: string): string | undefined {
-  return netconfSchema.parse(JSON.parse(netconfJson || "[]")).find((c) => c.interface === name)?.rp_filter;
+/** rp_filter's values by the names `ip netconf` prints. */
+const RP_FILTER_VALUES: Record<string, number> = { off: 0, strict: 1, loose: 2 };
+
+/** Every interface's rp_filter as a number, from `ip -4 -j netconf show`. */
+export function rpFilters(netconfJson: string): Map<string, number> {
+  return new Map(
+    netconfSchema
+      .parse(JSON.parse(netconfJson || "[]"))
+      .map((c) => [c.interface, RP_FILTER_VALUES[c.rp_filter ?? "off"] ?? 0]),
+  );
 }
 
 /** Every interface `ip -4 -j netconf show` lists. */
