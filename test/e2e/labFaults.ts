@@ -3,13 +3,21 @@
 // the router's next hops against what each LB node delivers, from a healthy lab through the fault
 // until it is healthy again. Every case asserts its bound on failed requests and on the time the
 // router points at a node that cannot deliver, and prints its figures.
-import { CoreV1Api, KubeConfig, PatchStrategy, setHeaderOptions } from "@kubernetes/client-node";
+import {
+  CoreV1Api,
+  KubeConfig,
+  PatchStrategy,
+  setHeaderOptions,
+  type V1Pod,
+  Watch,
+} from "@kubernetes/client-node";
 import { REQUESTED_VIPS_ANNOTATION } from "@portable-lb/core/config";
 import { execCommand, type LabPlan, routerNextHops, waitUntil } from "@portable-lb/lab";
 import { describeEvents } from "../harness/describeEvents.ts";
 import { containerPid, kubeletPid, podOn } from "../harness/lab/labPods.ts";
 import { formatReports, runFault, type FaultReport } from "../harness/lab/faultRun.ts";
 import { PathWatch } from "../harness/lab/pathWatch.ts";
+import { RouteEvents } from "../harness/lab/routeEvents.ts";
 
 export interface LabContext {
   plan: LabPlan;
@@ -34,6 +42,7 @@ const nodeIpOf = (plan: LabPlan, node: string) => plan.nodes.find((n) => n.name 
 export function describeLabFaults(ctx: () => LabContext, requireUp: () => void): void {
   describe("faults: the router only points at nodes that deliver, and each fault costs a bounded few requests (none where no data plane breaks)", () => {
     const reports: FaultReport[] = [];
+    let kc: KubeConfig;
     let core: CoreV1Api;
     const fault = async (o: Parameters<typeof runFault>[2]) => {
       const { plan, vip } = ctx();
@@ -45,7 +54,7 @@ export function describeLabFaults(ctx: () => LabContext, requireUp: () => void):
 
     beforeAll(() => {
       if (!ctx().kubeconfig) return;
-      const kc = new KubeConfig();
+      kc = new KubeConfig();
       kc.loadFromFile(ctx().kubeconfig);
       core = kc.makeApiClient(CoreV1Api);
     });
@@ -198,6 +207,19 @@ export function describeLabFaults(ctx: () => LabContext, requireUp: () => void):
         const lb1 = nodeIpOf(plan, "lb1");
         let notReadyAt = 0;
         let leftAt = 0;
+        // The two instants compared come from events (the pod's watch, the router's route messages);
+        // the poll below only decides when both have happened.
+        const readyOf = (p: V1Pod) => p.status?.conditions?.find((c) => c.type === "Ready")?.status;
+        let notReadyWatched = 0;
+        const podWatch = await new Watch(kc).watch(
+          `/api/v1/namespaces/${LB_NAMESPACE}/pods`,
+          { fieldSelector: `metadata.name=${pod.name!}` },
+          (_phase: string, p: V1Pod) => {
+            if (readyOf(p) === "False") notReadyWatched ||= Date.now();
+          },
+          () => undefined,
+        );
+        const routeEvents = RouteEvents.start(plan.router.netns, vip);
         const r = await fault({
           fault: "kubelet hung (SIGSTOP, then SIGCONT)",
           inject: async () => {
@@ -207,9 +229,7 @@ export function describeLabFaults(ctx: () => LabContext, requireUp: () => void):
             process.kill(kubelet, "SIGSTOP");
             try {
               const ready = async () =>
-                (
-                  await core.readNamespacedPodStatus({ name: pod.name!, namespace: LB_NAMESPACE })
-                ).status?.conditions?.find((c) => c.type === "Ready")?.status;
+                readyOf(await core.readNamespacedPodStatus({ name: pod.name!, namespace: LB_NAMESPACE }));
               const inRoute = async () => (await routerNextHops(plan, vip)).some((h) => h.gateway === lb1);
               // The node lifecycle controller marks the pod not Ready once the node's lease expires;
               // both are watched side by side from the stop on.
@@ -231,9 +251,20 @@ export function describeLabFaults(ctx: () => LabContext, requireUp: () => void):
           },
           holdMs: 3_000,
           timeoutMs: 240_000,
+        }).finally(() => {
+          podWatch.abort();
+          routeEvents.stop();
         });
+        // Both were seen as events too.
+        const leftByEvent = routeEvents.lastAtOrBefore(leftAt);
+        expect(notReadyWatched).toBeGreaterThan(0);
+        expect(leftByEvent).toBeDefined();
+        console.log(
+          `kubelet hung: polls saw not Ready → left ${leftAt - notReadyAt} ms; events ${leftByEvent! - notReadyWatched} ms`,
+        );
+        notReadyAt = notReadyWatched;
+        leftAt = leftByEvent!;
         // Negative when the router had dropped the node before this test saw the pod's condition.
-        console.log(`kubelet hung: pod seen not Ready → router left ${leftAt - notReadyAt} ms`);
         expect(leftAt - notReadyAt).toBeLessThan(WITHDRAW_BOUND_MS);
         // The pod kept serving: the router never pointed at a node that did not deliver.
         expect(r.undeliverableMs).toBe(0);

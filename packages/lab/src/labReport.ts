@@ -71,7 +71,10 @@ export async function curlSpread(plan: RequestPath, vip: string, count: number, 
     const lines = r.stdout.trim().split("\n");
     const sport = Number(lines.pop());
     const backend = lines.join("\n").trim();
-    const hop = sport > 0 ? await nextHopFor(plan, vip, sport, port) : "none";
+    // The router's choice is only looked up; a lookup that fails (the route gone meanwhile) names
+    // the request's node as its error, and the request counts as what curl saw.
+    const hop =
+      sport > 0 ? await nextHopFor(plan, vip, sport, port).catch((e: Error) => `? (${e.message})`) : "none";
     const lb = nodeByIp.get(hop) ?? hop;
     if (r.code !== 0 || backend === "") {
       spread.failed++;

@@ -36,11 +36,20 @@ export function createCgroupRoot(root: string): void {
 
 /** Every cgroup folder under `root` in every hierarchy, deepest first. */
 function subtree(root: string): string[] {
-  const walk = (dir: string): string[] =>
-    readdirSync(dir, { withFileTypes: true })
+  const walk = (dir: string): string[] => {
+    let entries;
+    try {
+      entries = readdirSync(dir, { withFileTypes: true });
+    } catch (e) {
+      // The kubelet or runc removed a pod's or container's cgroup while we walked.
+      if ((e as NodeJS.ErrnoException).code === "ENOENT") return [];
+      throw e;
+    }
+    return entries
       .filter((e) => e.isDirectory())
       .flatMap((e) => walk(join(dir, e.name)))
       .concat(dir);
+  };
   return hierarchies()
     .map((m) => join(m, root))
     .filter((d) => existsSync(d))
