@@ -142,6 +142,84 @@ describe("desiredState", () => {
     ]);
   });
 
+  it("keeps a ClientIP client on one backend where every LB pod hashes its address alike, else says why not", () => {
+    const withAffinity = (name: string, vip: string, spec: Partial<V1Service["spec"]>) => {
+      const svc = lbService(name, { vips: [vip] });
+      return { ...svc, spec: { ...svc.spec!, ...spec } };
+    };
+    const input = (hashesOnClient: boolean, scheduler: "mh" | "rr") =>
+      desiredState({
+        services: [
+          withAffinity("sticky", "10.1.1.10", {
+            sessionAffinity: "ClientIP",
+            sessionAffinityConfig: { clientIP: { timeoutSeconds: 60 } },
+          }),
+          withAffinity("loose", "10.1.1.11", { sessionAffinity: "None" }),
+        ],
+        slices: [slice("sticky", [{ ip: "10.244.1.5" }]), slice("loose", [{ ip: "10.244.1.6" }])],
+        loadBalancerClass: CLASS,
+        scheduler,
+        hashesOnClient,
+      });
+    const honoured = input(true, "mh");
+    expect(honoured.services.map((s) => [s.backends[0]!.ip, s.affinity])).toEqual([
+      ["10.244.1.5", "clientIP"],
+      ["10.244.1.6", undefined],
+    ]);
+    expect(honoured.skipped).toEqual([]);
+    const refused = input(false, "rr");
+    expect(refused.services.map((s) => s.affinity)).toEqual([undefined, undefined]);
+    expect(refused.skipped).toEqual([
+      expect.objectContaining({
+        object: "default/sticky",
+        reason: "SessionAffinityUnsupported",
+        message: expect.stringMatching(/dataPlane\.scheduler rr.*Set dataPlane\.scheduler mh/),
+      }),
+    ]);
+  });
+
+  it("serves externalTrafficPolicy Local by DSR, and warns per port where SNAT hides the client's address", () => {
+    const local = (name: string) => {
+      const svc = lbService(name, {
+        vips: [`10.1.1.${name === "same" ? 10 : 11}`],
+        ports: [{ name: "http", port: 80 }],
+      });
+      return { ...svc, spec: { ...svc.spec!, externalTrafficPolicy: "Local" } };
+    };
+    const slices = [
+      slice("same", [{ ip: "10.244.1.5" }], { port: 80 }),
+      slice("remapped", [{ ip: "10.244.1.6" }], { port: 8080 }),
+    ];
+    const run = (forwarding: "dsr" | "snat") =>
+      desiredState({
+        services: [local("same"), local("remapped")],
+        slices,
+        loadBalancerClass: CLASS,
+        scheduler: "mh",
+        forwarding,
+      });
+    const dsr = run("dsr");
+    expect(dsr.services.map((s) => [s.vip, s.forwarding])).toEqual([
+      ["10.1.1.10", "dsr"],
+      ["10.1.1.11", "snat"],
+    ]);
+    const unmet = (out: typeof dsr) =>
+      out.skipped.filter((p) => p.reason === "ExternalTrafficPolicyLocalUnmet");
+    expect(unmet(dsr)).toEqual([
+      expect.objectContaining({
+        object: "default/remapped",
+        message: expect.stringMatching(/^port http: .*its DirectServerReturn Event says why/),
+      }),
+    ]);
+    // Served all the same, both of them, with the fix named.
+    const snat = run("snat");
+    expect(snat.services.map((s) => s.forwarding)).toEqual(["snat", "snat"]);
+    expect(unmet(snat).map((p) => [p.object, p.message])).toEqual([
+      ["default/same", expect.stringMatching(/Set dataPlane\.mode dsr/)],
+      ["default/remapped", expect.stringMatching(/Set dataPlane\.mode dsr/)],
+    ]);
+  });
+
   it("takes an unknown relay as all, and says so", () => {
     const out = desiredState({
       services: [

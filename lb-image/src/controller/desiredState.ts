@@ -44,6 +44,12 @@ export interface DesiredStateInput extends ServedClasses {
    * Without, a Service asking for one gets a Warning per port, and none.
    */
   relaysHandover?: boolean;
+  /**
+   * The data plane can pick a new flow's backend by its client's address alone, alike in every LB
+   * pod (nftables; IPVS with scheduler mh): what sessionAffinity ClientIP needs. Without, a Service
+   * asking for it gets a Warning, and none.
+   */
+  hashesOnClient?: boolean;
   /** Active health-check verdicts (see health/); without it every backend counts as healthy. */
   isUnhealthy?: (target: HealthTarget) => boolean;
   /** Carried from one call to the next: ports whose slices are the same objects are not rebuilt. */
@@ -289,6 +295,53 @@ function forwardingOf(
   return "snat";
 }
 
+/**
+ * sessionAffinity ClientIP: each LB pod picks a new flow's backend by the client's address alone,
+ * from the same Maglev table as every other, so no state is shared and none is lost with an LB pod.
+ * timeoutSeconds is not a timer here: a client keeps its backend while the backends stay the same,
+ * however long it is idle; when they change, Maglev moves only the clients of the slots that
+ * changed (README, "Session affinity").
+ */
+function affinityOf(
+  svc: V1Service,
+  input: DesiredStateInput,
+  skipped: SkippedItem[],
+): "clientIP" | undefined {
+  if (svc.spec?.sessionAffinity !== "ClientIP") return undefined;
+  if (input.hashesOnClient === true) return "clientIP";
+  skipped.push({
+    ...refOf(svc),
+    kind: "Service",
+    reason: "SessionAffinityUnsupported",
+    message: `spec.sessionAffinity ClientIP is not honoured: with dataPlane.scheduler ${input.scheduler}, IPVS in each LB pod picks a connection's backend on its own, and the router spreads a client's connections over the LB pods, so they reach different backends. Set dataPlane.scheduler mh (Maglev, which then hashes the client's address alone), or sessionAffinity None to silence this Warning`,
+  });
+  return undefined;
+}
+
+/**
+ * externalTrafficPolicy Local asks that the client's address reach the backend. The LB pods send a
+ * flow straight to a ready endpoint's pod, never through another node's NodePort, so what remains
+ * of Local is the address: direct server return keeps it, SNAT does not. A Local port served by SNAT
+ * is still served (as a cloud LB would rather than drop it), with a Warning saying so.
+ */
+function localPolicyUnmet(
+  svc: V1Service,
+  port: V1ServicePort,
+  wanted: Forwarding,
+  skipped: SkippedItem[],
+): void {
+  skipped.push({
+    ...refOf(svc),
+    kind: "Service",
+    reason: "ExternalTrafficPolicyLocalUnmet",
+    message:
+      `port ${port.name ?? port.port}: spec.externalTrafficPolicy Local asks that backends see the client's address, but the port is served through SNAT ` +
+      (wanted === "dsr"
+        ? "(its DirectServerReturn Event says why), so they see the LB pod's. Fix what that Event names to have it served by DSR"
+        : "(dataPlane.mode snat on this platform), so they see the LB pod's. Set dataPlane.mode dsr to have the client's address reach them, or set the policy to Cluster to silence this Warning"),
+  });
+}
+
 /** Whether a port's handover is relayed; a Warning says why not where it cannot be. */
 function relayedHandover(
   svc: V1Service,
@@ -340,6 +393,7 @@ export function desiredState(input: DesiredStateInput): DesiredState {
     const check = healthCheckOf(svc, skipped);
     const sourceRanges = sourceRangesOf(svc, skipped);
     const handover = handoverOf(svc, refOf(svc), skipped);
+    const affinity = affinityOf(svc, input, skipped);
     const netpol = input.forwarding === "dsr" ? input.networkPolicies : undefined;
     const blocking = netpol && {
       policies: policiesBlockingDsr(
@@ -386,6 +440,8 @@ export function desiredState(input: DesiredStateInput): DesiredState {
         input.nodesWithoutIpip,
         skipped,
       );
+      if (svc.spec?.externalTrafficPolicy === "Local" && forwarding !== "dsr")
+        localPolicyUnmet(svc, port, input.forwarding ?? "snat", skipped);
       const relayed =
         handover && relayedHandover(svc, port, forwarding, input.relaysHandover === true, skipped);
       for (const vip of vips) {
@@ -398,6 +454,7 @@ export function desiredState(input: DesiredStateInput): DesiredState {
           backends: checked,
           ...(sourceRanges && { sourceRanges }),
           ...(relayed && { handover }),
+          ...(affinity && { affinity }),
         });
       }
     }

@@ -367,6 +367,7 @@ export class Reconciler {
       scheduler: config.dataPlane.scheduler,
       forwarding: config.dataPlane.mode,
       relaysHandover: this.d.engine.name === "nftables",
+      hashesOnClient: this.d.engine.name === "nftables" || config.dataPlane.scheduler === "mh",
       ...dsrInputsOf(view, this.d.lbPeers),
       cache: this.desiredCache,
       ...(this.d.health && { isUnhealthy: (t) => this.d.health!.isUnhealthy(t) }),

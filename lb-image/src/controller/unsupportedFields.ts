@@ -1,5 +1,6 @@
-// Fields of a LoadBalancer Service that users rely on and this version does not honour yet: each is
-// refused out loud, a Warning on the Service naming the field, what the LB pods do instead and what
+// Fields of a LoadBalancer Service that users rely on and this version does not honour yet (the
+// ones it honours where the data plane can, sessionAffinity and externalTrafficPolicy, are judged
+// per port in desiredState.ts): each is refused out loud, a Warning on the Service naming the field, what the LB pods do instead and what
 // to do, never accepted and then silently ignored. (A pure function of our Services.)
 import type { V1Service } from "@kubernetes/client-node";
 import { refOf, type SkippedItem } from "./desiredState.ts";
@@ -11,20 +12,6 @@ interface Field {
 }
 
 const FIELDS: Field[] = [
-  {
-    reason: "SessionAffinityUnsupported",
-    check: (svc) =>
-      svc.spec?.sessionAffinity === "ClientIP"
-        ? "spec.sessionAffinity ClientIP is not implemented yet by portable-lb: each new connection is placed by its client address and port (Maglev), so one client's connections may reach different backends. Keep session state out of the pods (a shared store), or set sessionAffinity None to silence this Warning"
-        : undefined,
-  },
-  {
-    reason: "ExternalTrafficPolicyUnsupported",
-    check: (svc) =>
-      svc.spec?.externalTrafficPolicy === "Local"
-        ? "spec.externalTrafficPolicy Local is not implemented yet by portable-lb: the LB pods spread over every ready endpoint in the cluster, as with Cluster. The client's address reaches the backend where the LB forwards by direct server return (dataPlane.mode dsr), not through SNAT. Set it to Cluster to silence this Warning"
-        : undefined,
-  },
   {
     reason: "IPv6Unsupported",
     check: (svc) =>

@@ -41,6 +41,12 @@ export interface VirtualService {
    * connections the router moves here mid-flight reach their old backends (controller/handover.ts).
    */
   handover?: Handover;
+  /**
+   * The Service's sessionAffinity ClientIP: a new flow's backend is picked by the client's address
+   * alone (its port left out of the hash), so every connection of a client, through whichever LB
+   * pod the router picks for it, reaches the same backend while the backends stay the same.
+   */
+  affinity?: "clientIP";
 }
 
 export interface Handover {

@@ -2,10 +2,10 @@
 // services with their Maglev tables exactly as the nftables engine renders them (toNft), so the two
 // paths pick the same backend for every flow, and every DSR backend (draining ones too: a flow the
 // fast path has seen keeps its backend while that backend is one, as the kernel path's flow table
-// keeps it while its tunnel exists). Services restricted to source ranges, or relaying a handover
-// (controller/handover.ts), stay on the kernel path,
-// where the firewall is (tc ingress runs before netfilter); so do services with no backend that
-// takes new flows (the kernel path drops their packets).
+// keeps it while its tunnel exists). Services restricted to source ranges, relaying a handover
+// (controller/handover.ts) or with client affinity (a table hashed on the client's address alone)
+// stay on the kernel path, where the firewall is (tc ingress runs before netfilter) and the rule for
+// each; so do services with no backend that takes new flows (the kernel path drops their packets).
 import { numberToIpv4 } from "../ipv4.ts";
 import { compareKeys, serviceKey, type VirtualService } from "../model.ts";
 import { toNft, type NftRenderCache, type NftService } from "../nft/nftState.ts";
@@ -37,8 +37,8 @@ export class FastPathPlanner {
   plan(desired: VirtualService[]): FastPathPlan {
     const dsr = desired.filter((s) => s.forwarding === "dsr");
     const services = toNft(
-      // A source range's firewall and a handover's relay are the kernel path's alone.
-      dsr.filter((s) => s.sourceRanges === undefined && s.handover === undefined),
+      // A source range's firewall, a handover's relay and affinity are the kernel path's alone.
+      dsr.filter((s) => s.sourceRanges === undefined && s.handover === undefined && s.affinity === undefined),
       this.#rendered,
     )
       .filter((s) => s.slots.length > 0)

@@ -145,6 +145,26 @@ describe("IPVS engine (pure)", () => {
     ]);
   });
 
+  it("hashes a ClientIP service on the client's address alone (no mh-port), and edits it in place", () => {
+    const web = (affinity?: "clientIP") =>
+      toIpvs([
+        {
+          vip: "10.1.1.10",
+          port: 80,
+          protocol: "tcp",
+          scheduler: "mh",
+          backends: [{ ip: "10.244.1.5", port: 8080, weight: 1 }],
+          ...(affinity && { affinity }),
+        },
+      ]);
+    expect(ipvsDiff([], web("clientIP"))).toEqual([
+      "-A -t 10.1.1.10:80 -s mh -b mh-fallback",
+      "-a -t 10.1.1.10:80 -r 10.244.1.5:8080 -m -w 1",
+    ]);
+    expect(ipvsDiff(web(), web("clientIP"))).toEqual(["-E -t 10.1.1.10:80 -s mh -b mh-fallback"]);
+    expect(ipvsDiff(web("clientIP"), web())).toEqual(["-E -t 10.1.1.10:80 -s mh -b mh-fallback,mh-port"]);
+  });
+
   it("tunnels DSR services in IPIP (-i), and moves a service between NAT and tunnel mode in place", () => {
     const web = (forwarding: "snat" | "dsr") =>
       toIpvs([

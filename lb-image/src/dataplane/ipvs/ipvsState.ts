@@ -7,7 +7,6 @@ import {
   compareKeys,
   serviceKey,
   type Forwarding,
-  type Scheduler,
   type VirtualService,
 } from "../model.ts";
 
@@ -43,14 +42,13 @@ export interface IpvsService {
  * Maglev hashing over source address and port (mh-port), so flows from one client spread; with
  * mh-fallback a new flow skips a server that is unavailable. Every LB pod behind ECMP builds the
  * same table from the same servers in the same order, so a flow rehashed to another LB pod keeps
- * its backend.
+ * its backend. With client affinity, over the source address alone (no mh-port): every connection
+ * of a client reaches one backend, through every LB pod. (Affinity asks for mh: desiredState.)
  */
-const SCHEDULER_FLAGS: Record<Scheduler, string[]> = {
-  mh: ["mh-fallback", "mh-port"],
-  rr: [],
-  wrr: [],
-  lc: [],
-};
+function schedulerFlags(s: Pick<VirtualService, "scheduler" | "affinity">): string[] {
+  if (s.scheduler !== "mh") return [];
+  return s.affinity === "clientIP" ? ["mh-fallback"] : ["mh-fallback", "mh-port"];
+}
 
 /**
  * NAT (destination rewritten; the engine's nft table masquerades the source: ipvsSnat.ts) for
@@ -75,7 +73,7 @@ export function toIpvs(desired: VirtualService[]): IpvsService[] {
       vip: s.vip,
       port: s.port,
       scheduler: s.scheduler,
-      flags: SCHEDULER_FLAGS[s.scheduler],
+      flags: schedulerFlags(s),
       servers: s.backends.map((b) => ({
         ip: b.ip,
         port: b.port,

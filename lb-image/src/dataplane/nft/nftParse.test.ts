@@ -142,6 +142,29 @@ describe("nft strict reader", () => {
     ]);
   });
 
+  it("reads a ClientIP service back as such, in both forwardings (a hash of the address alone)", () => {
+    // As nft 1.0.6 lists them: with the address alone, `meta l4proto` stays before the SNAT rule.
+    const sticky = TABLE.replace(
+      "dnat ip to jhash ip saddr . tcp sport mod 3",
+      "meta l4proto 6 dnat ip to jhash ip saddr mod 3",
+    ).replace(
+      "notrack meta mark set jhash ip saddr . tcp sport mod 3",
+      "notrack meta mark set jhash ip saddr mod 3",
+    );
+    const affinities = (text: string) => read(text).services.map((s) => [s.vip, s.affinity]);
+    expect(read(sticky).drift).toEqual([]);
+    expect(affinities(sticky)).toEqual([
+      ["10.0.0.1", "clientIP"],
+      ["10.0.0.3", "clientIP"],
+      ["10.0.0.2", undefined],
+    ]);
+    expect(affinities(TABLE)).toEqual([
+      ["10.0.0.1", undefined],
+      ["10.0.0.3", undefined],
+      ["10.0.0.2", undefined],
+    ]);
+  });
+
   it("reads an empty table and a one-line element list", () => {
     const empty = without(
       without(snatOnly.replace(/\t\telements = \{[^}]*\}\n/g, ""), "chain svc_tcp"),

@@ -20,6 +20,7 @@ import {
   RELAY_RULE_LISTED_TAIL,
   dsrRuleListedHead,
   dsrRuleListedTail,
+  snatRuleListedHead,
   type BaseChain,
 } from "./nftRuleset.ts";
 import { NFT_TABLE, lookupTable, objectId, sortNft, type NftService } from "./nftState.ts";
@@ -76,6 +77,7 @@ interface ServiceRule {
   forwarding: Forwarding | undefined;
   /** A handover's relay rule (it comes before the service's own). */
   relay?: true;
+  affinity?: "clientIP";
 }
 
 /** A service chain as read. */
@@ -84,6 +86,7 @@ interface ServiceChain {
   handles: number[];
   forwarding: Forwarding | undefined;
   relay?: string[];
+  affinity?: "clientIP";
 }
 
 /** Feeds on nft's text output one line at a time (no line breaks inside a line). */
@@ -163,6 +166,7 @@ export class NftTableParser {
           ...service,
           ...lookupTable(found.labels),
           ...(found.relay && { relay: found.relay }),
+          ...(found.affinity && { affinity: found.affinity }),
         });
         this.ruleHandles.set(chain, found.handles);
       }
@@ -301,14 +305,31 @@ export class NftTableParser {
   #rule(chain: string, line: string): ServiceRule {
     if (line === "drop") return { labels: [], forwarding: undefined };
     const protocol = chain.split("_")[1] === "udp" ? "udp" : "tcp";
-    // `meta l4proto tcp` folds into the hash's `tcp sport` when nft prints a dnat rule back.
-    const snatHead = `dnat ip to jhash ip saddr . ${protocol} sport mod `;
     const relay = protocol === "tcp" && line.startsWith(RELAY_RULE_LISTED_HEAD);
-    const [forwarding, head, tail] = line.startsWith(snatHead)
-      ? (["snat", snatHead, " }"] as const)
-      : relay
-        ? (["dsr", RELAY_RULE_LISTED_HEAD, RELAY_RULE_LISTED_TAIL] as const)
-        : (["dsr", dsrRuleListedHead(protocol), dsrRuleListedTail(protocol)] as const);
+    // The service's own rule, hashed on the client's address and port or, with affinity, on the
+    // address alone.
+    const shape = (["clientIP", undefined] as const)
+      .flatMap((affinity) => [
+        {
+          affinity,
+          forwarding: "snat" as const,
+          head: snatRuleListedHead({ protocol, affinity }),
+          tail: " }",
+        },
+        {
+          affinity,
+          forwarding: "dsr" as const,
+          head: dsrRuleListedHead({ protocol, affinity }),
+          tail: dsrRuleListedTail(protocol),
+        },
+      ])
+      .find((r) => line.startsWith(r.head));
+    const affinity = relay ? undefined : shape?.affinity;
+    const [forwarding, head, tail] = relay
+      ? (["dsr", RELAY_RULE_LISTED_HEAD, RELAY_RULE_LISTED_TAIL] as const)
+      : shape
+        ? ([shape.forwarding, shape.head, shape.tail] as const)
+        : (["dsr", dsrRuleListedHead({ protocol }), dsrRuleListedTail(protocol)] as const);
     const mod = /^(\d+) seed (\S+) map \{ /.exec(line.slice(head.length));
     if (!line.startsWith(head) || !mod || mod[2] !== FLOW_HASH_SEED || !line.endsWith(tail))
       return { labels: `does not hold a portable-lb backend map: ${line}`, forwarding };
@@ -325,7 +346,7 @@ export class NftTableParser {
     }
     if (count !== slots.length || count !== Number(mod[1]))
       return { labels: "has a lookup table with gaps", forwarding };
-    return { labels: slots, forwarding, ...(relay && { relay }) };
+    return { labels: slots, forwarding, ...(relay && { relay }), ...(affinity && { affinity }) };
   }
 }
 
@@ -342,13 +363,24 @@ function serviceChain(rules: ({ handle: number } & ServiceRule)[]): ServiceChain
   if (!second)
     return first.relay
       ? why("holds a handover relay but no rule of its own")
-      : { labels: first.labels, handles, forwarding: first.forwarding };
+      : {
+          labels: first.labels,
+          handles,
+          forwarding: first.forwarding,
+          ...(first.affinity && { affinity: first.affinity }),
+        };
   if (typeof first.labels === "string") return why(`has a handover relay that ${first.labels}`);
   if (second.relay) return why("holds two handover relays");
   // A relay's slot i goes to LB node i, each once (toNft's rendering).
   if (new Set(first.labels).size !== first.labels.length)
     return why("has a handover relay whose LB nodes repeat");
-  return { labels: second.labels, handles, forwarding: second.forwarding ?? "dsr", relay: first.labels };
+  return {
+    labels: second.labels,
+    handles,
+    forwarding: second.forwarding ?? "dsr",
+    relay: first.labels,
+    ...(second.affinity && { affinity: second.affinity }),
+  };
 }
 
 function splitHandle(line: string): { rule: string; handle: number | undefined } {

@@ -174,10 +174,11 @@ export function skeleton(): string {
 function rules(s: NftService): string[] {
   const id = objectId(s);
   const head = `add rule ${T} svc_${id}`;
-  const hash = (labels: ArrayLike<string>, slots: ArrayLike<number>) => {
+  const hash = (labels: ArrayLike<string>, slots: ArrayLike<number>, key = FLOW_HASH_KEY) => {
     const elements = Array.from(slots, (b, i) => `${i} : ${labels[b]}`).join(", ");
-    return `jhash ip saddr . th sport mod ${slots.length} seed ${FLOW_HASH_SEED} map { ${elements} }`;
+    return `jhash ${key} mod ${slots.length} seed ${FLOW_HASH_SEED} map { ${elements} }`;
   };
+  const key = hashKey(s);
   // A handover's relay comes first: a packet of a connection this pod did not see start (the
   // chain is reached only by flows missing from the flow table) goes to the old platform, and is
   // remembered.
@@ -191,18 +192,33 @@ function rules(s: NftService): string[] {
     s.slots.length === 0
       ? `${head} drop`
       : s.forwarding === "dsr"
-        ? `${head} meta l4proto ${s.protocol} notrack meta mark set ${hash(s.backends, s.slots)} ` +
+        ? `${head} meta l4proto ${s.protocol} notrack meta mark set ${hash(s.backends, s.slots, key)} ` +
           flowUpdate(s.protocol, flowKey("th"))
-        : `${head} meta l4proto ${s.protocol} dnat ip addr . port to ${hash(s.backends, s.slots)}`;
+        : `${head} meta l4proto ${s.protocol} dnat ip addr . port to ${hash(s.backends, s.slots, key)}`;
   return [...(relay ?? []), serve];
 }
+
+/** What a new flow is hashed on: its client's address and port, or with affinity the address alone. */
+const FLOW_HASH_KEY = "ip saddr . th sport";
+const hashKey = (s: Pick<NftService, "affinity">) => (s.affinity === "clientIP" ? "ip saddr" : FLOW_HASH_KEY);
+/** The hash key as `nft -n` prints it (the port's protocol named). */
+const hashKeyListed = (s: Pick<NftService, "protocol" | "affinity">) =>
+  s.affinity === "clientIP" ? "ip saddr" : `ip saddr . ${s.protocol} sport`;
 
 /** Packets of a TCP connection whose start (a SYN without ACK) this pod did not see. */
 const RELAY_MATCH = "tcp flags & (syn | ack) != syn";
 
 /** A DSR service rule as `nft -n` prints it, up to its lookup table's elements. */
-export function dsrRuleListedHead(protocol: NftService["protocol"]): string {
-  return `meta l4proto ${PROTOCOL_NUMBERS[protocol]} notrack meta mark set jhash ip saddr . ${protocol} sport mod `;
+export function dsrRuleListedHead(s: Pick<NftService, "protocol" | "affinity">): string {
+  return `meta l4proto ${PROTOCOL_NUMBERS[s.protocol]} notrack meta mark set jhash ${hashKeyListed(s)} mod `;
+}
+/**
+ * A SNAT service rule as `nft -n` prints it, up to its lookup table's size: `meta l4proto` folds
+ * into a hash key that names the port (`tcp sport`), and stays where the key is the address alone.
+ */
+export function snatRuleListedHead(s: Pick<NftService, "protocol" | "affinity">): string {
+  const match = s.affinity === "clientIP" ? `meta l4proto ${PROTOCOL_NUMBERS[s.protocol]} ` : "";
+  return `${match}dnat ip to jhash ${hashKeyListed(s)} mod `;
 }
 /** What follows a DSR service rule's lookup table as `nft -n` prints it. */
 export function dsrRuleListedTail(protocol: NftService["protocol"]): string {
@@ -296,7 +312,12 @@ function sameTable(a: NftService, b: NftService): boolean {
     for (let i = 0; i < x.length; i++) if (x[i] !== y[i]) return false;
     return true;
   };
-  return same(a.backends, b.backends) && same(a.slots, b.slots) && same(a.relay ?? [], b.relay ?? []);
+  return (
+    a.affinity === b.affinity &&
+    same(a.backends, b.backends) &&
+    same(a.slots, b.slots) &&
+    same(a.relay ?? [], b.relay ?? [])
+  );
 }
 
 const ruleCount = (s: NftService) => (s.relay ? 2 : 1);

@@ -4,16 +4,16 @@ import { arbitraryState } from "../testing/arbitraries.ts";
 import { transaction } from "./nftRuleset.ts";
 import { toNft, type NftRenderCache } from "./nftState.ts";
 
-/** A service's forwarding, backends with weights (order-free) and handover, for comparing two states. */
+/** A service's forwarding, backends with weights (order-free), handover and affinity, for comparing two states. */
 function backendsOf(state: VirtualService[], key: string): string | undefined {
   const s = state.find((d) => serviceKey(d) === key);
   if (!s) return undefined;
   const backends = s.backends.map((b) => `${b.ip}:${b.port}/${b.weight}`).sort();
-  return `${s.forwarding ?? "snat"} ${backends.join(",")} ${JSON.stringify(s.handover ?? null)}`;
+  return `${s.forwarding ?? "snat"} ${backends.join(",")} ${JSON.stringify(s.handover ?? null)} ${s.affinity ?? ""}`;
 }
 
 describe("toNft with a render cache", () => {
-  it("renders what an uncached toNft renders, reusing the objects of services whose backends and handover did not change", () => {
+  it("renders what an uncached toNft renders, reusing the objects of services whose backends, handover and affinity did not change", () => {
     fc.assert(
       fc.property(arbitraryState, arbitraryState, (first, second) => {
         const cache: NftRenderCache = new Map();

@@ -38,6 +38,8 @@ export interface NftService {
    * With relay "all" the relay is the service's own table instead (`backends` are those marks).
    */
   relay?: string[];
+  /** The service's lookup table is hashed on the client's address alone (VirtualService.affinity). */
+  affinity?: "clientIP";
   /**
    * Read back from a service chain that does not hold exactly one rule of ours: why. Never equal
    * to a rendered service, so the diff rewrites the chain.
@@ -76,17 +78,22 @@ function slotLabel(b: Backend, forwarding: Forwarding): string {
 }
 
 /**
- * Service key → what a service was last rendered from (its backends array, and the backend set with
- * weights as text) and the result.
+ * Service key → what a service was last rendered from (its backends array, its rules' shape, and
+ * the backend set with weights as text) and the result.
  */
 export type NftRenderCache = Map<
   string,
-  { key: string; source: Backend[]; handover: string; backends: string; service: NftService }
+  { key: string; source: Backend[]; shape: string; backends: string; service: NftService }
 >;
 
-/** A handover as text, to tell by a string compare whether it changed ("" without one). */
-function handoverText(s: VirtualService): string {
-  return s.forwarding === "dsr" && s.handover ? `${s.handover.relay}:${s.handover.to.join(",")}` : "";
+/**
+ * What shapes a service's rules besides its backends (a handover, affinity) as text, to tell by a
+ * string compare whether it changed.
+ */
+function shapeText(s: VirtualService): string {
+  const handover =
+    s.forwarding === "dsr" && s.handover ? `${s.handover.relay}:${s.handover.to.join(",")}` : "";
+  return `${handover}|${s.affinity ?? ""}`;
 }
 
 /**
@@ -102,13 +109,13 @@ export function toNft(desired: VirtualService[], cache?: NftRenderCache): NftSer
     .map(({ key, s }) => {
       const hit = cache?.get(key);
       const forwarding = s.forwarding ?? "snat";
-      const handover = handoverText(s);
-      if (hit?.source === s.backends && hit.service.forwarding === forwarding && hit.handover === handover)
+      const shape = shapeText(s);
+      if (hit?.source === s.backends && hit.service.forwarding === forwarding && hit.shape === shape)
         return hit;
       const sorted = canonical([s])[0]!.backends;
-      const backends = `${forwarding}:${handover}:${sorted.map((b) => `${backendKey(b)}/${b.weight}`).join(",")}`;
+      const backends = `${forwarding}:${shape}:${sorted.map((b) => `${backendKey(b)}/${b.weight}`).join(",")}`;
       if (hit?.backends === backends)
-        return { key, source: s.backends, handover, backends, service: hit.service };
+        return { key, source: s.backends, shape, backends, service: hit.service };
       const peers = forwarding === "dsr" ? s.handover?.to.map(markLabel) : undefined;
       const labels = sorted.map((b) => slotLabel(b, forwarding));
       const table =
@@ -119,7 +126,7 @@ export function toNft(desired: VirtualService[], cache?: NftRenderCache): NftSer
       return {
         key,
         source: s.backends,
-        handover,
+        shape,
         backends,
         service: {
           protocol: s.protocol,
@@ -128,6 +135,8 @@ export function toNft(desired: VirtualService[], cache?: NftRenderCache): NftSer
           forwarding,
           ...table,
           ...(relay && { relay }),
+          // A service without a backend drops, whatever it would hash on.
+          ...(s.affinity && table.slots.length > 0 && { affinity: s.affinity }),
         },
       };
     });

@@ -29,7 +29,9 @@ export const arbitraryService: fc.Arbitrary<VirtualService> = fc
     scheduler: fc.constantFrom(...SCHEDULERS),
     forwarding: fc.constantFrom(...FORWARDINGS),
     backends: fc.uniqueArray(arbitraryBackend, { selector: (b) => `${b.ip}:${b.port}`, maxLength: 6 }),
+    affinity: fc.option(fc.constant("clientIP" as const), { nil: undefined }),
   })
+  .map(({ affinity, ...s }) => (affinity ? { ...s, affinity } : s))
   // DSR cannot remap ports: its backends listen on the service's port.
   .map((s) =>
     s.forwarding === "dsr"
