@@ -207,6 +207,8 @@ export function describeLabFaults(ctx: () => LabContext, requireUp: () => void):
         const lb1 = nodeIpOf(plan, "lb1");
         let notReadyAt = 0;
         let leftAt = 0;
+        // When the last poll that still found lb1 in the route began: the withdrawal came after it.
+        let insideAsOf = 0;
         // The two instants compared come from events (the pod's watch, the router's route messages);
         // the poll below only decides when both have happened.
         const readyOf = (p: V1Pod) => p.status?.conditions?.find((c) => c.type === "Ready")?.status;
@@ -236,9 +238,11 @@ export function describeLabFaults(ctx: () => LabContext, requireUp: () => void):
               expect(
                 await waitUntil(
                   async () => {
+                    const asked = Date.now();
                     const [r, inside] = await Promise.all([ready(), inRoute()]);
                     if (r === "False") notReadyAt ||= Date.now();
-                    if (!inside) leftAt ||= Date.now();
+                    if (inside && !leftAt) insideAsOf = asked;
+                    else leftAt ||= Date.now();
                     return notReadyAt > 0 && leftAt > 0;
                   },
                   150_000,
@@ -255,8 +259,10 @@ export function describeLabFaults(ctx: () => LabContext, requireUp: () => void):
           podWatch.abort();
           routeEvents.stop();
         });
-        // Both were seen as events too.
-        const leftByEvent = routeEvents.lastAtOrBefore(leftAt);
+        // Both were seen as events too. The monitor's pipe may be read after the poll's own `ip route`
+        // returned, so its message is looked for after the last poll that still saw lb1, not before
+        // the first that did not.
+        const leftByEvent = routeEvents.firstAfter(insideAsOf);
         expect(notReadyWatched).toBeGreaterThan(0);
         expect(leftByEvent).toBeDefined();
         console.log(

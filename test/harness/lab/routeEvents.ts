@@ -31,9 +31,9 @@ export class RouteEvents {
     return events;
   }
 
-  /** The last message at or before `t`, if any. */
-  lastAtOrBefore(t: number): number | undefined {
-    return this.times.filter((e) => e <= t).at(-1);
+  /** The first message after `t`, if any. */
+  firstAfter(t: number): number | undefined {
+    return this.times.find((e) => e > t);
   }
 
   stop(): void {
