@@ -44,6 +44,8 @@ let watch: AbortController | undefined;
 let watchEnded: unknown;
 /** Every distinct status each Service had, in order, as the watch saw them. */
 const history = new Map<string, string[]>();
+/** The Services the watch saw being deleted (deletionTimestamp set, the object still there). */
+const lingered = new Set<string>();
 
 const vipsOf = (svc: V1Service) => (svc.status?.loadBalancer?.ingress ?? []).map((i) => i.ip).join(",");
 const read = (name: string) => core.readNamespacedService({ name, namespace: NS });
@@ -106,6 +108,7 @@ beforeAll(async () => {
     { resourceVersion: listed.metadata!.resourceVersion },
     (phase, svc: V1Service) => {
       if (phase === "ERROR") watchEnded ??= svc;
+      if (phase === "MODIFIED" && svc.metadata?.deletionTimestamp) lingered.add(svc.metadata.name!);
       const seen = history.get(svc.metadata!.name!) ?? [];
       if (seen.at(-1) !== vipsOf(svc)) history.set(svc.metadata!.name!, [...seen, vipsOf(svc)]);
     },
@@ -211,6 +214,56 @@ describe("VIP ownership through the API server", () => {
       ),
     );
     await everyVipAnswers({ old: "10.1.1.1", young: "10.1.1.20", third: "10.1.1.3" });
+  });
+
+  it("keeps the cleanup finalizer: released on a type change and on deletion, which waits for it", async () => {
+    const FINALIZER = "service.kubernetes.io/load-balancer-cleanup";
+    const finalized = async (name: string) => (await read(name)).metadata?.finalizers?.includes(FINALIZER);
+    // Away from LoadBalancer, the API server drops the fields of that type (class, node ports).
+    const retype = async (type: "ClusterIP" | "LoadBalancer") => {
+      const svc = await read("third");
+      const lb = type === "LoadBalancer" && {
+        loadBalancerClass: config.loadBalancerClass,
+        allocateLoadBalancerNodePorts: false,
+      };
+      await core.replaceNamespacedService({
+        name: "third",
+        namespace: NS,
+        body: { ...svc, spec: { ...svc.spec, type, ...lb } },
+      });
+    };
+    await settle(() => finalized("third"));
+    // ClusterIP: the status cleared (by the API server), the finalizer removed; the VIP no longer answers.
+    await retype("ClusterIP");
+    await settle(async () => vipsOf(await read("third")) === "" && !(await finalized("third")));
+    await settle(async () =>
+      (await described("third")).some((e) =>
+        e.startsWith(
+          "Normal VipReleased: VIP released (the Service is no longer one portable-lb serves (type ClusterIP",
+        ),
+      ),
+    );
+    await settle(async () => (await spreadOver(client, "http://10.1.1.3/", 5)).failures === 5);
+    // LoadBalancer again: the lowest free VIP (.2, which young gave up) and the finalizer; it answers.
+    await retype("LoadBalancer");
+    await settle(
+      async () => vipsOf(await read("third")) === "10.1.1.2" && (await finalized("third")) === true,
+    );
+    await settle(async () => (await spreadOver(client, "http://10.1.1.2/", 5)).failures === 0);
+    await everyVipAnswers({ old: "10.1.1.1", young: "10.1.1.20", third: "10.1.1.2" });
+    // Deleted: the object stays until its VIP is released, then goes; the others keep serving.
+    await core.deleteNamespacedService({ name: "third", namespace: NS });
+    await settle(async () =>
+      read("third").then(
+        () => false,
+        (err: { code?: number }) => err.code === 404,
+      ),
+    );
+    await settle(async () => (await spreadOver(client, "http://10.1.1.2/", 5)).failures === 5);
+    await everyVipAnswers({ old: "10.1.1.1", young: "10.1.1.20" });
+    expect(watchEnded).toBeUndefined();
+    expect(history.get("third")).toEqual(["", "10.1.1.3", "", "10.1.1.2"]);
+    expect(lingered).toEqual(new Set(["third"]));
   });
 
   it("tells a LoadBalancer Service without a class how to get portable-lb, and leaves it alone", async () => {

@@ -32,7 +32,7 @@ import { startHttpServer } from "./httpServer.ts";
 import { LeaderElector, allocatorLease, type LeaseTiming } from "./leaderElection.ts";
 import { ControllerMetrics } from "./metrics.ts";
 import { Reconciler } from "./reconciler.ts";
-import { statusWriter } from "./statusWriter.ts";
+import { finalizerWriter, statusWriter } from "./statusWriter.ts";
 
 function bgpSpeaker(o: ControllerOptions, registry: Registry): SpeakerControl | undefined {
   const bgp = o.config.bgp;
@@ -255,6 +255,7 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
     pod,
     ...(dsr && { lbPeers: dsr }),
     writeStatus: statusWriter(core),
+    writeFinalizer: finalizerWriter(core),
     isLeader: () => elector.isLeader,
     health,
     ...(announcer && { announce: (vips: string[]) => announcer.setCandidates(vips) }),

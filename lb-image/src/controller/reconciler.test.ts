@@ -27,6 +27,7 @@ function fixture(
   writeStatus: (svc: V1Service, vips: string[]) => Promise<void>,
   retryMs = 3_600_000, // by default the tests run the retries themselves
   lbConfig = config,
+  writeFinalizer?: (svc: V1Service, present: boolean) => Promise<void>,
 ) {
   const applies: number[] = [];
   const events: { type: EventType; reason: string; object: string; uid?: string | undefined }[] = [];
@@ -44,6 +45,7 @@ function fixture(
         void events.push(...items.map(({ object, uid, reason }) => ({ type, reason, object, uid }))),
       ),
     writeStatus,
+    ...(writeFinalizer && { writeFinalizer }),
     isLeader: () => true,
     retryMs,
   });
@@ -128,6 +130,99 @@ describe("Reconciler", () => {
     const result = await Promise.race([written, timeout]);
     reconciler.stop();
     expect({ result, attempts }).toEqual({ result: "new=10.1.1.1", attempts: 3 });
+  });
+
+  describe("the cleanup finalizer", () => {
+    const FINALIZER = "service.kubernetes.io/load-balancer-cleanup";
+    const finalized = (svc: V1Service, more: Partial<V1Service["metadata"]> = {}): V1Service => ({
+      ...svc,
+      metadata: { ...svc.metadata, finalizers: ["example.com/other", FINALIZER], ...more },
+    });
+    const recorder = () => {
+      const writes: string[] = [];
+      return {
+        writes,
+        status: (svc: V1Service, vips: string[]) =>
+          Promise.resolve(void writes.push(`status ${svc.metadata!.name}=${vips.join(",")}`)),
+        finalizer: (svc: V1Service, present: boolean) =>
+          Promise.resolve(void writes.push(`finalizer ${svc.metadata!.name}${present ? "+" : "-"}`)),
+      };
+    };
+
+    it("is added after the address is written, and removed once the type changed", async () => {
+      let services = [lbService("web", { uid: "u-web" })];
+      const w = recorder();
+      const { reconciler, events, applies } = fixture(
+        () => services,
+        w.status,
+        undefined,
+        config,
+        w.finalizer,
+      );
+      await reconciler.reconcileOnce();
+      expect(w.writes).toEqual(["status web=10.1.1.1", "finalizer web+"]);
+      // Served with both: nothing more to write.
+      services = [finalized(lbService("web", { uid: "u-web", vips: ["10.1.1.1"] }))];
+      await reconciler.reconcileOnce();
+      expect(w.writes).toHaveLength(2);
+      // Now a ClusterIP Service (its status cleared by the API server): no longer served, the
+      // finalizer removed.
+      const svc = services[0]!;
+      services = [{ ...svc, spec: { ...svc.spec, type: "ClusterIP" }, status: {} }];
+      await reconciler.reconcileOnce();
+      expect(w.writes.slice(2)).toEqual(["finalizer web-"]);
+      expect(applies.at(-1)).toBe(0);
+      expect(events.filter((e) => e.reason === "VipReleased")).toEqual([
+        { type: "Normal", reason: "VipReleased", object: "default/web", uid: "u-web" },
+      ]);
+      reconciler.stop();
+    });
+
+    it("releases a Service being deleted at once, and gives its address to another only once it is gone", async () => {
+      const deleting = finalized(lbService("old", { vips: ["10.1.1.1"] }), {
+        deletionTimestamp: new Date("2026-01-02T00:00:00Z"),
+      });
+      const asking = lbService("new", { annotations: { "portable-lb.io/load-balancer-ips": "10.1.1.1" } });
+      let services = [deleting, asking];
+      const w = recorder();
+      const { reconciler, applies } = fixture(() => services, w.status, undefined, config, w.finalizer);
+      await reconciler.reconcileOnce();
+      // Not served any more (the data plane has nothing), its finalizer removed; no status write for
+      // the object going away, and none yet for the address it still holds.
+      expect(applies).toEqual([0]);
+      expect(w.writes).toEqual(["finalizer old-", "finalizer new+"]);
+      // The watch shows it gone: the address is written to the Service asking for it.
+      services = [finalized(asking)];
+      await reconciler.reconcileOnce();
+      expect(w.writes.slice(2)).toEqual(["status new=10.1.1.1"]);
+      reconciler.stop();
+    });
+
+    it("clears the status of a classless Service once serveClassless is off, then removes the finalizer, retrying", async () => {
+      // Served as the cluster's default before; a LoadBalancer Service still, so its status stays
+      // until cleared, for another load balancer to serve it.
+      const svc = finalized(lbService("web", { vips: ["10.1.1.1"] }));
+      const services = [{ ...svc, spec: { ...svc.spec, loadBalancerClass: undefined } }];
+      let down = true;
+      const writes: string[] = [];
+      const { reconciler, metrics } = fixture(
+        () => services,
+        (_svc, vips) =>
+          down
+            ? Promise.reject(new Error("503"))
+            : Promise.resolve(void writes.push(`status ${vips.join(",")}`)),
+        undefined,
+        config,
+        (_svc, present) => Promise.resolve(void writes.push(`finalizer ${present ? "+" : "-"}`)),
+      );
+      await reconciler.reconcileOnce();
+      expect(writes).toEqual([]);
+      expect((await metrics.statusWriteErrors.get()).values[0]!.value).toBe(1);
+      down = false;
+      await reconciler.reconcileOnce();
+      expect(writes).toEqual(["status ", "finalizer -"]);
+      reconciler.stop();
+    });
   });
 
   it("writes an address to its new owner only after the old owner's write gave it up", async () => {

@@ -17,11 +17,11 @@ import { serviceKey, type VirtualService } from "../dataplane/model.ts";
 import { routesDue, type RouteWatch } from "../dataplane/routeWatch.ts";
 import { VerifySchedule } from "../dataplane/verifySchedule.ts";
 import { classlessHints } from "./classlessHints.ts";
+import { finalizerWork, isServed, releasedNote } from "./cleanupFinalizer.ts";
 import { unsupportedFields } from "./unsupportedFields.ts";
 import {
   DSR_FALLBACK_REASONS,
   desiredState,
-  isOurs,
   refOf,
   statusVips,
   type DesiredStateCache,
@@ -30,7 +30,7 @@ import {
 import type { LbPeers } from "./dsrPolicy.ts";
 import type { EventType, ReportOptions } from "./eventSink.ts";
 import type { ControllerMetrics } from "./metrics.ts";
-import { ingressOf } from "./statusWriter.ts";
+import { ingressAsWritten, ingressOf } from "./statusWriter.ts";
 import { allocate, type Allocation } from "./vipAllocator.ts";
 import { acceptFromProblems } from "./handover.ts";
 import {
@@ -76,6 +76,11 @@ export interface ReconcilerDeps {
   pod?: Pick<SkippedItem, "object" | "kind" | "uid">;
   /** Writes allocations into Service status; only the elected allocator has one. */
   writeStatus?: (svc: V1Service, vips: string[]) => Promise<void>;
+  /**
+   * Adds (true) or removes the cleanup finalizer (cleanupFinalizer.ts); only the elected allocator
+   * has one. Without, Services get none.
+   */
+  writeFinalizer?: (svc: V1Service, present: boolean) => Promise<void>;
   isLeader: () => boolean;
   /** Active health checks; the reconciler tells it what to check and reads its verdicts. */
   health?: HealthChecker;
@@ -343,7 +348,8 @@ export class Reconciler {
   async reconcileOnce(): Promise<void> {
     const { view, config } = this.d;
     if (!view.synced()) return;
-    const ours = view.services().filter((s) => isOurs(s, config));
+    // A Service being deleted is released at once; its finalizer holds the object until it is.
+    const ours = view.services().filter((s) => isServed(s, config));
     const intent = announceIntent(ours);
     this.takeIntent(intent);
     const problems: SkippedItem[] = [...intent.problems];
@@ -425,10 +431,22 @@ export class Reconciler {
     // slow or failing API server never holds it back; what did not land is retried.
     const allocated = this.allocated;
     const notes: SkippedItem[] = [];
+    const finalizers =
+      allocating && this.d.writeFinalizer ? finalizerWork(view.services(), config) : undefined;
+    // The data plane has let go of the released Services by now. Until the watch shows them gone,
+    // their addresses still count as held: no other Service's status is given one before.
+    if (finalizers && !(await this.releaseAll(finalizers.release, notes))) this.runner.later();
     if (allocating && allocated && !allocated.written) {
-      allocated.written = await this.writeAllocations(allocated.services, allocated.allocations, notes);
+      allocated.written = await this.writeAllocations(
+        allocated.services,
+        allocated.allocations,
+        notes,
+        finalizers?.release ?? [],
+      );
       if (!allocated.written) this.runner.later();
     }
+    // After the status writes, which compare resourceVersions that a finalizer's patch would bump.
+    if (finalizers && !(await this.claimAll(finalizers.claim))) this.runner.later();
     // Every problem here comes from the cluster's objects, which every LB pod reads alike: one pod,
     // the allocator, tells it (else each Warning came once per LB pod). Each pod still counts them.
     if (allocating) await this.d.report(problems);
@@ -437,6 +455,54 @@ export class Reconciler {
       notes.push(...classlessHints(view.services(), config.loadBalancerClass));
     if (notes.length) await this.d.report(notes, "Normal");
     if (verifyFailure) throw verifyFailure;
+  }
+
+  /** One write of a finalizer's step: true when it landed; else logged, counted, and false. */
+  private async finalizerStep(svc: V1Service, what: string, write: () => Promise<void>): Promise<boolean> {
+    try {
+      await write();
+      return true;
+    } catch (err) {
+      this.d.metrics.statusWriteErrors.inc();
+      this.d.log.error({ err, service: refOf(svc).object }, `could not ${what}; retrying`);
+      return false;
+    }
+  }
+
+  /** Puts the cleanup finalizer on the Services served without one; true when all landed. */
+  private async claimAll(claim: V1Service[]): Promise<boolean> {
+    let landed = true;
+    for (const svc of claim) {
+      const done = await this.finalizerStep(svc, "add the cleanup finalizer", () =>
+        this.d.writeFinalizer!(svc, true),
+      );
+      landed &&= done;
+    }
+    return landed;
+  }
+
+  /**
+   * Releases the Services no longer served that hold the finalizer: the status cleared (unless being
+   * deleted), then the finalizer removed, and told. True when all landed.
+   */
+  private async releaseAll(release: V1Service[], notes: SkippedItem[]): Promise<boolean> {
+    let landed = true;
+    for (const svc of release) {
+      const vips = statusVips(svc);
+      const writeStatus = this.d.writeStatus!;
+      const clear = !svc.metadata?.deletionTimestamp && vips.length > 0 && ingressAsWritten(svc, vips);
+      const done =
+        (!clear ||
+          (await this.finalizerStep(svc, "clear the released Service's status", () =>
+            writeStatus(svc, []),
+          ))) &&
+        (await this.finalizerStep(svc, "remove the cleanup finalizer", () =>
+          this.d.writeFinalizer!(svc, false),
+        ));
+      if (done) notes.push(releasedNote(svc));
+      landed &&= done;
+    }
+    return landed;
   }
 
   /** The cached Services, with own writes the cache does not show yet in place of the old versions. */
@@ -465,6 +531,7 @@ export class Reconciler {
     services: V1Service[],
     allocations: Allocation[],
     notes: SkippedItem[],
+    releasing: V1Service[],
   ): Promise<boolean> {
     const byKey = new Map(services.map((s) => [refOf(s).object, s]));
     // Who has each address in status, as far as this run knows: the cache, then its own writes.
@@ -475,7 +542,8 @@ export class Reconciler {
       if (yes) set.add(service);
       else set.delete(service);
     };
-    for (const svc of services) for (const ip of statusVips(svc)) hold(ip, refOf(svc).object, true);
+    for (const svc of [...services, ...releasing])
+      for (const ip of statusVips(svc)) hold(ip, refOf(svc).object, true);
     let todo = allocations.filter((a) => a.change && byKey.has(a.service));
     let failed = 0;
     for (let progress = true; todo.length && progress;) {

@@ -1,5 +1,13 @@
-// Records a VIP allocation in the Service's status (the only thing the controller writes there).
-import type { CoreV1Api, V1LoadBalancerIngress, V1Service } from "@kubernetes/client-node";
+// Records a VIP allocation in the Service's status, and the cleanup finalizer in its metadata: the
+// only things the controller writes on a Service.
+import {
+  PatchStrategy,
+  setHeaderOptions,
+  type CoreV1Api,
+  type V1LoadBalancerIngress,
+  type V1Service,
+} from "@kubernetes/client-node";
+import { CLEANUP_FINALIZER } from "./cleanupFinalizer.ts";
 
 const IP_MODE = "Proxy";
 
@@ -34,5 +42,21 @@ export function statusWriter(api: CoreV1Api): (svc: V1Service, vips: string[]) =
       namespace: svc.metadata!.namespace!,
       body,
     });
+  };
+}
+
+/**
+ * Adds or removes the cleanup finalizer by a strategic merge patch: finalizers merge as a set, so
+ * another controller's finalizers stay, and no resourceVersion is needed.
+ */
+export function finalizerWriter(api: CoreV1Api): (svc: V1Service, present: boolean) => Promise<void> {
+  return async (svc, present) => {
+    const metadata = present
+      ? { finalizers: [CLEANUP_FINALIZER] }
+      : { "$deleteFromPrimitiveList/finalizers": [CLEANUP_FINALIZER] };
+    await api.patchNamespacedService(
+      { name: svc.metadata!.name!, namespace: svc.metadata!.namespace!, body: { metadata } },
+      setHeaderOptions("Content-Type", PatchStrategy.StrategicMergePatch),
+    );
   };
 }

@@ -83,7 +83,7 @@ describe("LoadBalancer", () => {
     });
     await settled();
     expect(one("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole").rules).toEqual([
-      { apiGroups: [""], resources: ["services"], verbs: ["get", "list", "watch"] },
+      { apiGroups: [""], resources: ["services"], verbs: ["get", "list", "watch", "patch"] },
       { apiGroups: [""], resources: ["services/status"], verbs: ["update", "patch"] },
       { apiGroups: ["discovery.k8s.io"], resources: ["endpointslices"], verbs: ["get", "list", "watch"] },
       { apiGroups: ["", "events.k8s.io"], resources: ["events"], verbs: ["create", "patch"] },

@@ -3,10 +3,16 @@ import type * as k8s from "@pulumi/kubernetes";
 
 type PolicyRule = k8s.types.input.rbac.v1.PolicyRule;
 
-/** Cluster-wide: Services and EndpointSlices of every namespace, status writes, and Events on Services. */
+/**
+ * Cluster-wide: Services and EndpointSlices of every namespace, status writes, the cleanup
+ * finalizer, and Events on Services.
+ */
 export const LB_CLUSTER_RULES: PolicyRule[] = [
-  { apiGroups: [""], resources: ["services"], verbs: ["get", "list", "watch"] },
-  // The VIP allocation is recorded in status.loadBalancer.ingress: status is all it writes.
+  // patch: the cleanup finalizer (service.kubernetes.io/load-balancer-cleanup), by a strategic
+  // merge patch of metadata.finalizers, as a cloud's service controller keeps it. RBAC cannot narrow
+  // a verb to one field; the controller patches nothing else (lb-image/src/controller/statusWriter.ts).
+  { apiGroups: [""], resources: ["services"], verbs: ["get", "list", "watch", "patch"] },
+  // The VIP allocation is recorded in status.loadBalancer.ingress.
   { apiGroups: [""], resources: ["services/status"], verbs: ["update", "patch"] },
   { apiGroups: ["discovery.k8s.io"], resources: ["endpointslices"], verbs: ["get", "list", "watch"] },
   { apiGroups: ["", "events.k8s.io"], resources: ["events"], verbs: ["create", "patch"] },
