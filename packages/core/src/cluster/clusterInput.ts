@@ -18,6 +18,7 @@ import {
 } from "../config/lbConfig.ts";
 import { LB_IMAGE_FIX, lbImageRef } from "../config/lbImageRef.ts";
 import { imageRepositorySchema } from "../config/imageRepository.ts";
+import { monitoringSchema } from "../config/monitoring.ts";
 import type { ClusterEnvironment, EnvironmentRouteTargets, RouteTargetFacts } from "../environment.ts";
 import { flannelBackendConf, resolveFlannelBackend } from "../flannel/flannelBackend.ts";
 import { reflectorsSchema } from "../routeReflector/routeReflector.ts";
@@ -80,6 +81,7 @@ export const loadBalancerInputSchema = z
     // Checked with the environment's cloud below (cloud-routes mode): `cloud` may be left out.
     cloudRoutes: z.looseObject({}).optional(),
     drain: drainSchema.optional(),
+    monitoring: monitoringSchema.optional(),
   })
   .superRefine((lb, ctx) => {
     if (lb.drain) checkDrain(lb.dataPlane?.engine ?? "auto", lb.drain, ctx, ["drain"]);

@@ -13,6 +13,7 @@ import type { VipPool } from "../config/vipPool.ts";
 import type { ClusterEnvironment } from "../environment.ts";
 import { Flannel, type FlannelArgs } from "../flannel/flannel.ts";
 import { LoadBalancer } from "../loadBalancer/loadBalancer.ts";
+import type { MonitoringArgs } from "../config/monitoring.ts";
 import { RouteReflector } from "../routeReflector/routeReflector.ts";
 import { checkClusterInput } from "./clusterInput.ts";
 import type { NetworkPlanInput } from "./networkPlan.ts";
@@ -57,6 +58,8 @@ export interface PortableClusterArgs {
     cloudRoutes?: Omit<z.input<typeof lbCloudRoutesSchema>, "cloud"> & { cloud?: "aws" | "gcp" };
     /** How a stopping LB pod serves on after its withdrawal; the pod's grace period follows it. */
     drain?: LbConfigInput["drain"];
+    /** How Prometheus finds the metrics: scrape annotations or PodMonitors (README, "Metrics"). */
+    monitoring?: MonitoringArgs;
   };
   /** See LoadBalancerArgs.skipAwait. */
   skipAwait?: boolean;
@@ -162,6 +165,7 @@ export class PortableCluster extends pulumi.ComponentResource {
           env.cloudRoutes?.cloud === "aws" && { routeTableIds: env.cloudRoutes.routeTableIds }),
         ...(env.podNetnsDir !== undefined && { podNetnsDir: env.podNetnsDir }),
         ...(args.skipAwait && { skipAwait: true }),
+        ...(lbArgs.monitoring && { monitoring: lbArgs.monitoring }),
       },
       // LB pods need pod networking: flannel first.
       { ...child, dependsOn: [this.flannel] },

@@ -13,3 +13,5 @@ export {
 } from "./podSpec.ts";
 export { LB_CLUSTER_RULES, LB_NAMESPACE_RULES, NODE_AGENT_RULES } from "./rbac.ts";
 export { NODE_AGENT_NAME, NodeAgent, nodeAgentPodSpec, type NodeAgentArgs } from "./nodeAgent.ts";
+export { PodMonitors, type PodMonitorsArgs, type ScrapeTarget } from "./monitoring.ts";
+export type { MonitoringArgs } from "../config/monitoring.ts";

@@ -321,6 +321,58 @@ describe("LoadBalancer", () => {
     expect(lbConfigSchema.parse(JSON.parse(json))).toEqual(lb.config);
   });
 
+  it("tells Prometheus where the metrics are, by annotations or PodMonitors that match the pods and ports", async () => {
+    new LoadBalancer("lb", {
+      image: IMAGE,
+      config: { ...bgpConfig, ports: { metrics: 9250, nodeAgent: 9252 } },
+      replicas: 1,
+      monitoring: { scrapeAnnotations: true, podMonitors: true, podMonitorLabels: { release: "kps" } },
+    });
+    await settled();
+    type Template = {
+      metadata: { labels: Record<string, string>; annotations: Record<string, string> };
+      spec: { containers: { ports?: { name: string; containerPort: number }[] }[] };
+    };
+    const templates = ["kubernetes:apps/v1:Deployment", "kubernetes:apps/v1:DaemonSet"].map(
+      (t) => (one(t).spec as { template: Template }).template,
+    );
+    const monitors = byType("kubernetes:monitoring.coreos.com/v1:PodMonitor").map((r) => r.inputs);
+    expect(monitors).toHaveLength(2);
+    for (const [template, port] of [
+      [templates[0]!, 9250],
+      [templates[1]!, 9252],
+    ] as const) {
+      expect(template.metadata.annotations).toMatchObject({
+        "prometheus.io/scrape": "true",
+        "prometheus.io/port": String(port),
+        "prometheus.io/path": "/metrics",
+      });
+      // Exactly one PodMonitor selects these pods, on a port of theirs that is the annotated one.
+      const selecting = monitors.filter((m) =>
+        Object.entries(m.spec.selector.matchLabels as Record<string, string>).every(
+          ([k, v]) => template.metadata.labels[k] === v,
+        ),
+      );
+      expect(selecting).toHaveLength(1);
+      expect(selecting[0]!.metadata.labels).toMatchObject({ release: "kps" });
+      const [endpoint] = selecting[0]!.spec.podMetricsEndpoints as { port: string; path: string }[];
+      const named = template.spec.containers
+        .flatMap((c) => c.ports ?? [])
+        .find((p) => p.name === endpoint!.port);
+      expect({ port: named?.containerPort, path: endpoint!.path }).toEqual({ port, path: "/metrics" });
+    }
+  });
+
+  it("adds neither scrape annotations nor PodMonitors unless asked", async () => {
+    new LoadBalancer("lb", { image: IMAGE, config: bgpConfig, replicas: 1 });
+    await settled();
+    expect(byType("kubernetes:monitoring.coreos.com/v1:PodMonitor")).toEqual([]);
+    const annotations = (
+      one("kubernetes:apps/v1:Deployment").spec as { template: { metadata: { annotations: object } } }
+    ).template.metadata.annotations;
+    expect(Object.keys(annotations).filter((k) => k.startsWith("prometheus.io/"))).toEqual([]);
+  });
+
   it("keeps the BGP password in a Secret (as a Pulumi secret) and points the config at its mount", async () => {
     const lb = new LoadBalancer("lb", {
       image: IMAGE,
@@ -385,6 +437,11 @@ describe("LoadBalancer", () => {
       "an environment's route tables for a config that names its own",
       { config: cloudConfig, routeTableIds: ["rtb-0def"] },
       "loadBalancer.routeTableIds: the environment's route tables are for cloud-routes on aws whose config names none; drop them or config.cloudRoutes.routeTableIds",
+    ],
+    [
+      "PodMonitor labels without PodMonitors",
+      { monitoring: { scrapeAnnotations: true, podMonitorLabels: { release: "kps" } } },
+      "loadBalancer.monitoring.podMonitorLabels: labels PodMonitors, but podMonitors is not true; set podMonitors: true or drop the labels",
     ],
     [
       "a bad config",

@@ -14,7 +14,9 @@ import { ConfigError, parseOrThrow } from "../validation.ts";
 import { LB_PATHS, LB_POD_LABELS } from "../config/lbImage.ts";
 import { lbImageRef } from "../config/lbImageRef.ts";
 import { DEFAULT_LB_NODE_SELECTOR, LB_APP_LABEL, lbPodSpec } from "./podSpec.ts";
-import { NodeAgent } from "./nodeAgent.ts";
+import { monitoringSchema, type MonitoringArgs } from "../config/monitoring.ts";
+import { PodMonitors, scrapeAnnotations, type ScrapeTarget } from "./monitoring.ts";
+import { NODE_AGENT_NAME, NodeAgent } from "./nodeAgent.ts";
 import {
   LB_CLOUD_ROUTES_CLUSTER_RULES,
   LB_CLUSTER_RULES,
@@ -60,6 +62,8 @@ export interface LoadBalancerArgs {
    * ready. Only for clusters without kubelets (our control-plane tests).
    */
   skipAwait?: boolean;
+  /** How Prometheus finds the metrics (README, "Metrics"); default neither. */
+  monitoring?: MonitoringArgs;
 }
 
 const argsSchema = z
@@ -67,6 +71,7 @@ const argsSchema = z
     replicas: z.number().int({ error: "must be a whole number" }).min(1, { error: "must be at least 1" }),
     lbNodeCount: z.number().int().min(0).optional(),
     image: lbImageRef,
+    monitoring: monitoringSchema.optional(),
   })
   .superRefine((a, ctx) => {
     if (a.lbNodeCount !== undefined && a.replicas > a.lbNodeCount) {
@@ -195,6 +200,7 @@ export class LoadBalancer extends pulumi.ComponentResource {
 
     const nodeSelector = args.nodeSelector ?? DEFAULT_LB_NODE_SELECTOR;
     const configAnnotations = { [CONFIG_HASH_ANNOTATION]: configJson.apply(configHash) };
+    const { ports } = this.config;
     const podSpec = lbPodSpec({
       config: this.config,
       image,
@@ -220,7 +226,7 @@ export class LoadBalancer extends pulumi.ComponentResource {
           template: {
             metadata: {
               labels,
-              annotations: configAnnotations,
+              annotations: { ...configAnnotations, ...scrapeAnnotations(args.monitoring, ports.metrics) },
             },
             spec: podSpec,
           },
@@ -243,7 +249,7 @@ export class LoadBalancer extends pulumi.ComponentResource {
         namespace: ns.name,
         config: this.config,
         configMapName: `${NAME}-config`,
-        podAnnotations: configAnnotations,
+        podAnnotations: { ...configAnnotations, ...scrapeAnnotations(args.monitoring, ports.nodeAgent) },
         image,
         nodeSelector,
         priorityClassName: LB_PRIORITY_CLASS,
@@ -254,6 +260,23 @@ export class LoadBalancer extends pulumi.ComponentResource {
       },
       { ...child, dependsOn: [this.configMap, this.priorityClass] },
     );
+
+    if (args.monitoring?.podMonitors) {
+      const targets: ScrapeTarget[] = [
+        { name: NAME, selector: { app: LB_APP_LABEL }, portName: "metrics" },
+        // The node agent serves /metrics beside its probes, on its one port.
+        { name: NODE_AGENT_NAME, selector: { app: NODE_AGENT_NAME }, portName: "health" },
+      ];
+      new PodMonitors(
+        `${name}-pod-monitors`,
+        {
+          namespace: ns.name,
+          targets,
+          ...(args.monitoring.podMonitorLabels && { labels: args.monitoring.podMonitorLabels }),
+        },
+        { ...child, dependsOn: [this.deployment, this.nodeAgent] },
+      );
+    }
 
     this.registerOutputs({ namespace: this.namespace, loadBalancerClass: this.loadBalancerClass });
   }
