@@ -41,6 +41,11 @@ export interface MigrationOptions {
   way: TrafficMove;
   /** Throws unless `url` is served (from where the app's clients are). */
   verify: (url: string) => Promise<void>;
+  /**
+   * How long the target's VIP may take to answer after its up (the up ends once the address is in
+   * the Service's status; the route to it spreads after): verify is retried until then. Default 60.
+   */
+  verifySeconds?: number;
   /** The engine's environment (backend URL, passphrase); default this process's. */
   envVars?: Record<string, string>;
   log?: (line: string) => void;
@@ -97,7 +102,9 @@ export async function migrate(o: MigrationOptions): Promise<MigrationResult> {
     return String((await up(target)).vip?.value ?? "");
   });
   if (!toVip) throw new MigrationError(`${o.to}: the app stack has no "vip" output after its up`);
-  await timed("verify", `http://${toVip}/`, () => o.verify(`http://${toVip}/`));
+  await timed("verify", `http://${toVip}/`, () =>
+    verifyWithin(o.verify, `http://${toVip}/`, o.verifySeconds ?? 60),
+  );
 
   await timed(
     "moveTraffic",
@@ -138,6 +145,23 @@ export async function migrate(o: MigrationOptions): Promise<MigrationResult> {
     }
   });
   return { fromVip: c.sourceVip, toVip, steps };
+}
+
+/** `verify(url)` until it passes, or its last failure once `seconds` have passed. */
+async function verifyWithin(
+  verify: (url: string) => Promise<void>,
+  url: string,
+  seconds: number,
+): Promise<void> {
+  const deadline = Date.now() + seconds * 1000;
+  for (;;) {
+    try {
+      return await verify(url);
+    } catch (err) {
+      if (Date.now() >= deadline) throw err;
+      await sleep(1000);
+    }
+  }
 }
 
 /** Everything a migration relies on, read and checked before it changes anything. */
