@@ -17,6 +17,7 @@ const TOOL_PACKAGES: Record<string, string> = {
   ipvsadm: "ipvsadm",
   nft: "nftables",
   ip: "iproute2",
+  conntrack: "conntrack",
   bird: BIRD_BUILD,
   birdc: BIRD_BUILD,
   // The node agent enters DSR backend pods' network namespaces and writes their sysctls.

@@ -32,6 +32,7 @@ const discovery = adminKc.makeApiClient(DiscoveryV1Api);
 let lab: NetnsLab;
 let client: LabNamespace;
 let lbNs: LabNamespace;
+let hosts: Map<string, LabNamespace>;
 let proxy: TcpProxy;
 let controller: RunningController | undefined;
 
@@ -78,6 +79,7 @@ beforeAll(async () => {
     lab,
     client,
     gateway: lbNs,
+    hosts,
   } = await gatewayLab("lbctl", {
     gateway: "lb",
     clientNet: "10.10.0",
@@ -231,6 +233,66 @@ describe("LB controller with nftables in a network namespace", () => {
       async () => (await lbNs.exec("nft", ["list", "table", "ip", "portable_lb_firewall"])).code !== 0,
     );
     expect((await spread("10.1.1.1")).failures).toBe(0);
+  });
+
+  it("moves a UDP client on a fixed source port off a backend that left (its conntrack entry deleted)", async () => {
+    // Each backend answers a datagram on 5353 with its name.
+    const echo =
+      'import socket\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\ns.bind(("0.0.0.0",5353))\nwhile True:\n  d,a=s.recvfrom(512)\n  s.sendto(NAME.encode(),a)\n';
+    for (const b of BACKENDS.slice(0, 2))
+      await hosts
+        .get(b.name)!
+        .spawn("udp-echo", "python3", ["-c", echo.replace("NAME", JSON.stringify(b.name))]);
+    // The client: 10 datagrams 100 ms apart, always from port 40000; the names that answered.
+    const ask = async (address: string) =>
+      (
+        await client.run("python3", [
+          "-c",
+          `import socket,time\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\ns.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\ns.bind(("0.0.0.0",40000))\ns.settimeout(0.5)\nfor i in range(10):\n  s.sendto(b"q",("${address}",53))\n  try: print(s.recvfrom(512)[0].decode())\n  except socket.timeout: print("-")\n  time.sleep(0.1)\n`,
+        ])
+      )
+        .split("\n")
+        .filter(Boolean);
+    const udpSlice = (backends: typeof BACKENDS): V1EndpointSlice => ({
+      ...slice(backends),
+      metadata: { name: "dns-1", namespace: NS, labels: { "kubernetes.io/service-name": "dns" } },
+      ports: [{ name: "dns", port: 5353, protocol: "UDP" }],
+    });
+    await core.createNamespacedService({
+      namespace: NS,
+      body: {
+        metadata: { name: "dns" },
+        spec: {
+          type: "LoadBalancer",
+          loadBalancerClass: config.loadBalancerClass,
+          allocateLoadBalancerNodePorts: false,
+          ports: [{ name: "dns", port: 53, protocol: "UDP" }],
+        },
+      },
+    });
+    await discovery.createNamespacedEndpointSlice({ namespace: NS, body: udpSlice(BACKENDS.slice(0, 2)) });
+    let address = "";
+    await settle(async () => {
+      address =
+        (await core.readNamespacedServiceStatus({ name: "dns", namespace: NS })).status?.loadBalancer
+          ?.ingress?.[0]?.ip ?? "";
+      return address !== "" && (await ask(address)).every((a) => a !== "-");
+    });
+    // One source port, one flow: one backend answers all.
+    const before = await ask(address);
+    expect(new Set(before).size).toBe(1);
+    const first = before[0]!;
+    const other = BACKENDS.slice(0, 2).find((b) => b.name !== first)!;
+    // Its backend leaves the service (it keeps running: only a kept NAT entry could still reach it).
+    await discovery.replaceNamespacedEndpointSlice({ name: "dns-1", namespace: NS, body: udpSlice([other]) });
+    await settle(
+      async () =>
+        ((await controller!.metrics.staleUdpFlowsFlushed.get()).values.find((v) => v.labels.result === "ok")
+          ?.value ?? 0) >= 1,
+    );
+    // The very next datagrams from the same port reach the backend that stays.
+    expect(await ask(address)).toEqual(Array(10).fill(other.name));
+    await core.deleteNamespacedService({ name: "dns", namespace: NS });
   });
 
   it("releases the VIP and its rules when the Service is deleted", async () => {

@@ -218,7 +218,14 @@ describe("VIP ownership through the API server", () => {
 
   it("keeps the cleanup finalizer: released on a type change and on deletion, which waits for it", async () => {
     const FINALIZER = "service.kubernetes.io/load-balancer-cleanup";
-    const finalized = async (name: string) => (await read(name)).metadata?.finalizers?.includes(FINALIZER);
+    // Ours: the finalizer, and our class as its owner (another class's controller leaves it alone).
+    const finalized = async (name: string) => {
+      const { metadata } = await read(name);
+      return (
+        metadata?.finalizers?.includes(FINALIZER) === true &&
+        metadata.annotations?.["portable-lb.io/cleanup-finalizer-owner"] === config.loadBalancerClass
+      );
+    };
     // Away from LoadBalancer, the API server drops the fields of that type (class, node ports).
     const retype = async (type: "ClusterIP" | "LoadBalancer") => {
       const svc = await read("third");

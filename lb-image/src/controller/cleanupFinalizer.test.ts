@@ -7,9 +7,13 @@ const names = (w: ReturnType<typeof finalizerWork>) => ({
   claim: w.claim.map((s) => s.metadata!.name),
   release: w.release.map((s) => s.metadata!.name),
 });
-const withFinalizer = (name: string, more: object = {}) => {
+const OWNER = "portable-lb.io/cleanup-finalizer-owner";
+const withFinalizer = (name: string, more: object = {}, owner = CLASS) => {
   const svc = lbService(name, { vips: ["10.1.1.1"] });
-  return { ...svc, metadata: { ...svc.metadata, finalizers: [FINALIZER], ...more } };
+  return {
+    ...svc,
+    metadata: { ...svc.metadata, finalizers: [FINALIZER], annotations: { [OWNER]: owner }, ...more },
+  };
 };
 
 describe("finalizerWork", () => {
@@ -23,16 +27,19 @@ describe("finalizerWork", () => {
         withFinalizer("deleting", { deletionTimestamp: new Date() }),
         { ...clusterIp, spec: { ...clusterIp.spec, type: "ClusterIP" } },
         otherClass,
+        // Another controller's finalizer (the name is every cloud's): never ours to remove, even
+        // once its Service is being deleted or has no class any more.
         {
           ...otherClass,
           metadata: { ...otherClass.metadata, name: "other-finalized", finalizers: [FINALIZER] },
         },
+        withFinalizer("cloud-deleting", { deletionTimestamp: new Date() }, "example.com/lb"),
+        { ...withFinalizer("no-owner"), metadata: { name: "no-owner", finalizers: [FINALIZER] } },
       ],
       served,
     );
-    // A Service of another class that holds the finalizer was ours before its class changed (the
-    // API server forbids that change, but a restore may bring one back): released all the same.
-    expect(names(work)).toEqual({ claim: ["new"], release: ["deleting", "was-lb", "other-finalized"] });
+    // One of ours holding a finalizer no owner annotation claims gets ours (with the annotation).
+    expect(names(work)).toEqual({ claim: ["new", "no-owner"], release: ["deleting", "was-lb"] });
   });
 
   it("tells why an address was released", () => {

@@ -3,6 +3,7 @@
 // its VIP is released, and a new Service cannot get the address while the old one is still
 // served. Pure: which Services to claim and which to release; the reconciler writes.
 import type { V1Service } from "@kubernetes/client-node";
+import { FINALIZER_OWNER_ANNOTATION } from "@portable-lb/core/config";
 import { isOurs, refOf, statusVips, type ServedClasses, type SkippedItem } from "./desiredState.ts";
 
 /** The finalizer's name, shared with the cloud providers' controllers and the upstream e2e specs. */
@@ -16,11 +17,20 @@ export function isServed(svc: V1Service, served: ServedClasses): boolean {
 export const hasCleanupFinalizer = (svc: V1Service): boolean =>
   svc.metadata?.finalizers?.includes(CLEANUP_FINALIZER) === true;
 
+/**
+ * Whether this controller put the finalizer there: its class in the owner annotation. Another
+ * controller's (another class of ours, a cloud's) is never touched; a type change clears the
+ * Service's class, so the annotation is what tells.
+ */
+const finalizedBy = (svc: V1Service, served: ServedClasses): boolean =>
+  hasCleanupFinalizer(svc) &&
+  svc.metadata?.annotations?.[FINALIZER_OWNER_ANNOTATION] === served.loadBalancerClass;
+
 export interface FinalizerWork {
-  /** Served, without the finalizer yet: it is added before the Service gets an address. */
+  /** Served, without our finalizer yet: it is added (with the owner annotation) once its address is written. */
   claim: V1Service[];
   /**
-   * With the finalizer but no longer served (deleted, another type, or classless once serveClassless
+   * With our finalizer but no longer served (deleted, another type, or classless once serveClassless
    * is off): once the data plane has let its VIP go, the status is cleared where the API server has
    * not (a type change clears it) and the object stays, and the finalizer removed.
    */
@@ -31,10 +41,10 @@ export function finalizerWork(services: readonly V1Service[], served: ServedClas
   const claim: V1Service[] = [];
   const release: V1Service[] = [];
   for (const svc of services) {
-    const has = hasCleanupFinalizer(svc);
+    const ours = finalizedBy(svc, served);
     if (isServed(svc, served)) {
-      if (!has) claim.push(svc);
-    } else if (has) release.push(svc);
+      if (!ours) claim.push(svc);
+    } else if (ours) release.push(svc);
   }
   return { claim, release };
 }

@@ -22,6 +22,7 @@ import { FastPathEngine } from "../dataplane/fastpath/fastPathEngine.ts";
 import { uplinkDevice } from "../dataplane/fastpath/uplinkDevice.ts";
 import { LocalVips } from "../dataplane/localVips.ts";
 import { RouteWatch } from "../dataplane/routeWatch.ts";
+import { flushStaleUdpFlows } from "../dataplane/staleUdpFlows.ts";
 import { HealthChecker } from "../health/healthChecker.ts";
 import { probe, type Probe } from "../health/probe.ts";
 import { ClusterWatch } from "./clusterWatch.ts";
@@ -254,8 +255,9 @@ export async function startController(o: ControllerOptions): Promise<RunningCont
     report: (items, type, opts) => events.report(items, type, opts),
     pod,
     ...(dsr && { lbPeers: dsr }),
+    flushStaleUdp: (flows) => flushStaleUdpFlows(prefix, flows),
     writeStatus: statusWriter(core),
-    writeFinalizer: finalizerWriter(core),
+    writeFinalizer: finalizerWriter(core, o.config.loadBalancerClass),
     isLeader: () => elector.isLeader,
     health,
     ...(announcer && { announce: (vips: string[]) => announcer.setCandidates(vips) }),

@@ -59,6 +59,12 @@ export class ControllerMetrics {
     help: "VIP allocations that could not be written into a Service's status (retried)",
     registers: [this.registry],
   });
+  readonly staleUdpFlowsFlushed = new Counter({
+    name: "portable_lb_stale_udp_flows_flushed_total",
+    help: "Service-backend pairs whose UDP conntrack entries were deleted once the backend left (SNAT)",
+    labelNames: ["result"] as const,
+    registers: [this.registry],
+  });
   readonly leader = new Gauge({
     name: "portable_lb_allocator_leader",
     help: "1 while this pod is the VIP allocator",

@@ -136,7 +136,12 @@ describe("Reconciler", () => {
     const FINALIZER = "service.kubernetes.io/load-balancer-cleanup";
     const finalized = (svc: V1Service, more: Partial<V1Service["metadata"]> = {}): V1Service => ({
       ...svc,
-      metadata: { ...svc.metadata, finalizers: ["example.com/other", FINALIZER], ...more },
+      metadata: {
+        ...svc.metadata,
+        finalizers: ["example.com/other", FINALIZER],
+        annotations: { ...svc.metadata?.annotations, "portable-lb.io/cleanup-finalizer-owner": CLASS },
+        ...more,
+      },
     });
     const recorder = () => {
       const writes: string[] = [];

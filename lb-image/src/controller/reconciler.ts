@@ -14,6 +14,7 @@ import { RepairError, countByKind, type VerifyMode, type VerifyReport } from "..
 import type { DataPlaneEngine, Inspection } from "../dataplane/engine.ts";
 import type { LocalVips } from "../dataplane/localVips.ts";
 import { serviceKey, type VirtualService } from "../dataplane/model.ts";
+import { staleUdpFlows, type StaleUdpFlow } from "../dataplane/staleUdpFlows.ts";
 import { routesDue, type RouteWatch } from "../dataplane/routeWatch.ts";
 import { VerifySchedule } from "../dataplane/verifySchedule.ts";
 import { classlessHints } from "./classlessHints.ts";
@@ -92,6 +93,11 @@ export interface ReconcilerDeps {
    * routes to the held-back VIPs (`heldBack`).
    */
   announce?: (vips: string[], heldBack: ReadonlySet<string>) => void;
+  /**
+   * Deletes the conntrack entries of UDP flows whose backend has left (dataplane/staleUdpFlows.ts),
+   * after the rules no longer send new ones there. Without, they stay until conntrack times out.
+   */
+  flushStaleUdp?: (flows: StaleUdpFlow[]) => Promise<unknown>;
   retryMs?: number;
   /** Read-back intervals (see VerifySchedule); defaults there. */
   verifyIntervals?: { minIntervalMs?: number; costFactor?: number };
@@ -400,7 +406,9 @@ export class Reconciler {
           { drift: countByKind(applied.drift), details: applied.drift.slice(0, 10).map((d) => d.detail) },
           "replacing the kernel's rules: they are not as this controller makes them",
         );
+      const stale = staleUdpFlows(this.desired, desired.services);
       this.desired = desired.services;
+      if (stale.length) void this.flushStale(stale);
       routeChanges = await this.d.localVips.apply(vips);
     } catch (err) {
       this.failingSince.apply ??= performance.now();
@@ -455,6 +463,21 @@ export class Reconciler {
       notes.push(...classlessHints(view.services(), config.loadBalancerClass));
     if (notes.length) await this.d.report(notes, "Normal");
     if (verifyFailure) throw verifyFailure;
+  }
+
+  /** Best effort, beside the run: a failure leaves the entries to conntrack's timeout, and says so. */
+  private async flushStale(flows: StaleUdpFlow[]): Promise<void> {
+    if (!this.d.flushStaleUdp) return;
+    try {
+      await this.d.flushStaleUdp(flows);
+      this.d.metrics.staleUdpFlowsFlushed.inc({ result: "ok" }, flows.length);
+    } catch (err) {
+      this.d.metrics.staleUdpFlowsFlushed.inc({ result: "error" }, flows.length);
+      this.d.log.warn(
+        { err, flows: flows.slice(0, 10) },
+        "could not delete the conntrack entries of UDP flows to backends that left; clients sending from a fixed port reach them until the entries time out",
+      );
+    }
   }
 
   /** One write of a finalizer's step: true when it landed; else logged, counted, and false. */

@@ -7,6 +7,7 @@ import {
   type V1LoadBalancerIngress,
   type V1Service,
 } from "@kubernetes/client-node";
+import { FINALIZER_OWNER_ANNOTATION } from "@portable-lb/core/config";
 import { CLEANUP_FINALIZER } from "./cleanupFinalizer.ts";
 
 const IP_MODE = "Proxy";
@@ -46,14 +47,22 @@ export function statusWriter(api: CoreV1Api): (svc: V1Service, vips: string[]) =
 }
 
 /**
- * Adds or removes the cleanup finalizer by a strategic merge patch: finalizers merge as a set, so
- * another controller's finalizers stay, and no resourceVersion is needed.
+ * Adds or removes the cleanup finalizer, with the owner annotation naming `owner` (this
+ * controller's class), by a strategic merge patch: finalizers merge as a set, so another
+ * controller's finalizers stay, and no resourceVersion is needed.
  */
-export function finalizerWriter(api: CoreV1Api): (svc: V1Service, present: boolean) => Promise<void> {
+export function finalizerWriter(
+  api: CoreV1Api,
+  owner: string,
+): (svc: V1Service, present: boolean) => Promise<void> {
   return async (svc, present) => {
     const metadata = present
-      ? { finalizers: [CLEANUP_FINALIZER] }
-      : { "$deleteFromPrimitiveList/finalizers": [CLEANUP_FINALIZER] };
+      ? { finalizers: [CLEANUP_FINALIZER], annotations: { [FINALIZER_OWNER_ANNOTATION]: owner } }
+      : {
+          "$deleteFromPrimitiveList/finalizers": [CLEANUP_FINALIZER],
+          // null deletes the key in a merge patch.
+          annotations: { [FINALIZER_OWNER_ANNOTATION]: null },
+        };
     await api.patchNamespacedService(
       { name: svc.metadata!.name!, namespace: svc.metadata!.namespace!, body: { metadata } },
       setHeaderOptions("Content-Type", PatchStrategy.StrategicMergePatch),

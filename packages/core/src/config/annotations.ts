@@ -28,3 +28,9 @@ export const HANDOVER_RELAYS = ["all", "established"] as const;
  * platform's LB nodes take the flows those relay here (steered by the node agent to the LB pod).
  */
 export const HANDOVER_ACCEPT_FROM_ANNOTATION = "portable-lb.io/handover-accept-from";
+/**
+ * Written by the controller beside the cleanup finalizer (service.kubernetes.io/load-balancer-cleanup,
+ * a name every cloud's controller shares): the loadBalancerClass of the controller that put it there,
+ * so that only that one removes it, even once a type change has cleared the Service's class.
+ */
+export const FINALIZER_OWNER_ANNOTATION = "portable-lb.io/cleanup-finalizer-owner";

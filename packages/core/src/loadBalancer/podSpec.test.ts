@@ -16,8 +16,12 @@ const config = (engine: string) =>
   );
 
 describe("the LB pod's sysctls", () => {
-  it("set net.ipv4.vs.conntrack only when IPVS is forced (a kernel without ip_vs lacks it)", () => {
-    expect(lbPodSysctls(config("ipvs"))).toEqual(["net.ipv4.ip_forward", "net.ipv4.vs.conntrack"]);
+  it("set the net.ipv4.vs sysctls only when IPVS is forced (a kernel without ip_vs lacks them)", () => {
+    expect(lbPodSysctls(config("ipvs"))).toEqual([
+      "net.ipv4.ip_forward",
+      "net.ipv4.vs.conntrack",
+      "net.ipv4.vs.expire_nodest_conn",
+    ]);
     expect(lbPodSysctls(config("auto"))).toEqual(["net.ipv4.ip_forward"]);
     expect(lbPodSysctls(config("nftables"))).toEqual(["net.ipv4.ip_forward"]);
   });

@@ -151,19 +151,19 @@ function configVolume(input: LbPodSpecInput, bgp: boolean) {
  * so the LB nodes' kubelets must allow them all (`allowedUnsafeSysctls`, or
  * `--allowed-unsafe-sysctls`), or the pods fail with SysctlForbidden.
  */
-export const LB_POD_SYSCTLS = ["net.ipv4.ip_forward", "net.ipv4.vs.conntrack"];
+export const LB_POD_SYSCTLS = ["net.ipv4.ip_forward", "net.ipv4.vs.conntrack", "net.ipv4.vs.expire_nodest_conn"];
 
 /**
  * What the pod sets: ip_forward (it forwards VIP traffic to backends) and, with dataPlane.engine
  * ipvs, net.ipv4.vs.conntrack (IPVS hands its NAT connections to conntrack, so the controller's
- * nft table can masquerade them). The latter exists only where ip_vs is loaded, and a sysctl the
- * kernel lacks stops the pod from starting: in auto mode it is not set, and the controller uses
- * IPVS only if it finds it on (lb-image chooseEngine.ts).
+ * nft table can masquerade them) and net.ipv4.vs.expire_nodest_conn (IPVS lets go of the
+ * connections of a backend that left, so a UDP client sending from a fixed port moves on, as
+ * kube-proxy's IPVS mode sets it). Those exist only where ip_vs is loaded, and a sysctl the kernel
+ * lacks stops the pod from starting: in auto mode they are not set, and the controller uses IPVS
+ * only if it finds conntrack on (lb-image chooseEngine.ts).
  */
 export function lbPodSysctls(config: LbConfig): string[] {
-  return LB_POD_SYSCTLS.filter(
-    (name) => name !== "net.ipv4.vs.conntrack" || config.dataPlane.engine === "ipvs",
-  );
+  return LB_POD_SYSCTLS.filter((name) => !name.startsWith("net.ipv4.vs.") || config.dataPlane.engine === "ipvs");
 }
 
 export function lbPodSpec(input: LbPodSpecInput): PodSpec {

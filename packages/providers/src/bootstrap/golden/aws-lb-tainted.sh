@@ -118,7 +118,7 @@ nodeRegistration:
     - name: provider-id
       value: "${PROVIDER_ID}"
     - name: allowed-unsafe-sysctls
-      value: "net.ipv4.ip_forward,net.ipv4.vs.conntrack"
+      value: "net.ipv4.ip_forward,net.ipv4.vs.conntrack,net.ipv4.vs.expire_nodest_conn"
     - name: node-labels
       value: "portable-lb.io/load-balancer=true"
   taints:

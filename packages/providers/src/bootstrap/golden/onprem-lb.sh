@@ -75,7 +75,7 @@ nodeRegistration:
     - name: node-ip
       value: "10.0.0.11"
     - name: allowed-unsafe-sysctls
-      value: "net.ipv4.ip_forward,net.ipv4.vs.conntrack"
+      value: "net.ipv4.ip_forward,net.ipv4.vs.conntrack,net.ipv4.vs.expire_nodest_conn"
     - name: node-labels
       value: "portable-lb.io/load-balancer=true"
 KUBEADM
