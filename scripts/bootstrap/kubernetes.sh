@@ -2,23 +2,36 @@
 # plane (kube-apiserver, kube-controller-manager, kube-scheduler), the lab nodes' kubelet and
 # kube-proxy, the pause binary their sandbox image runs, kubectl and kubeadm. Sourced by bootstrap.sh.
 
-# kubernetes_commands STAGING COMMAND...: those commands of k8s.io/kubernetes at KUBERNETES_VERSION
-kubernetes_commands() {
-  local staging=$1 version=$KUBERNETES_VERSION mod src cmd ldflags
-  shift
-  mod=$(mktemp -d) && cd "$mod" || return 1
+# kubernetes_module NAME: a go.mod in the current folder for a wrapper module NAME that requires
+# k8s.io/kubernetes at KUBERNETES_VERSION (scripts/conformance/build.sh builds in one too)
+kubernetes_module() {
+  local version=$KUBERNETES_VERSION src
   src=$(go_module_dir "k8s.io/kubernetes@v$version")
   [ -n "$src" ] || { say "cannot download k8s.io/kubernetes v$version"; return 1; }
   {
-    printf 'module portablelb.local/kubernetes\n\ngo 1.26\n\ngodebug default=go1.26\n\n'
+    printf 'module %s\n\ngo 1.26\n\ngodebug default=go1.26\n\n' "$1"
     printf 'require k8s.io/kubernetes v%s\n\n' "$version"
     # kubernetes replaces its staging modules with local folders; here they come from the proxy.
     awk -v v="v0.${version#1.}" '/^replace \(/ {inblock=1; next} inblock && /^\)/ {inblock=0; next}
          inblock && /=>/ {print "replace " $1 " => " $1 " " v}' "$src/go.mod"
   } >go.mod
+}
+
+# kubernetes_ldflags: the linker flags that stamp KUBERNETES_VERSION into a build, as upstream's do
+kubernetes_ldflags() {
+  local version=$KUBERNETES_VERSION ldflags
   ldflags="-s -w -X k8s.io/component-base/version.gitVersion=v$version"
   ldflags="$ldflags -X k8s.io/component-base/version.gitMajor=${version%%.*}"
-  ldflags="$ldflags -X k8s.io/component-base/version.gitMinor=$(echo "$version" | cut -d. -f2)"
+  echo "$ldflags -X k8s.io/component-base/version.gitMinor=$(echo "$version" | cut -d. -f2)"
+}
+
+# kubernetes_commands STAGING COMMAND...: those commands of k8s.io/kubernetes at KUBERNETES_VERSION
+kubernetes_commands() {
+  local staging=$1 mod cmd ldflags
+  shift
+  mod=$(mktemp -d) && cd "$mod" || return 1
+  kubernetes_module portablelb.local/kubernetes || return 1
+  ldflags=$(kubernetes_ldflags)
   mkdir -p "$staging/bin"
   for cmd in "$@"; do
     go_build "$cmd" "$staging/bin/$cmd" "k8s.io/kubernetes/cmd/$cmd" -ldflags "$ldflags" || { cd / && rm -rf "$mod"; return 1; }
