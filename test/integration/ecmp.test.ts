@@ -361,6 +361,53 @@ describe("ECMP over every LB pod, through route reflectors, to an FRR router", (
     await expectPathsOnce(GROUPS.b.vip, [1, 2]);
   });
 
+  it("sessionAffinity ClientIP: every new connection of a client reaches one backend, whichever LB pod the router picks, by DSR and by SNAT", async () => {
+    const setAffinity = async (sessionAffinity: "ClientIP" | "None") => {
+      for (const group of ["a", "b"] as const) {
+        const svc = await core.readNamespacedService({ name: `web-${group}`, namespace: NS });
+        svc.spec!.sessionAffinity = sessionAffinity;
+        await core.replaceNamespacedService({ name: `web-${group}`, namespace: NS, body: svc });
+      }
+    };
+    /** Backends answering 30 new connections, once every LB pod has the Service's new rule. */
+    const backendsOnceApplied = async (group: Group, count: number) => {
+      let names: string[] = [];
+      await waitUntil(
+        async () => {
+          names = Object.keys((await spread(group, "name", 30)).counts);
+          return names.length === count;
+        },
+        20_000,
+        200,
+      );
+      return names;
+    };
+    await setAffinity("ClientIP");
+    try {
+      for (const group of ["a", "b"] as const) expect(await backendsOnceApplied(group, 1)).toHaveLength(1);
+      // Many connections, spread by the router over every LB pod (their counters, or under SNAT
+      // the address the backend sees), all on that one backend.
+      const before = await takenBy([1, 2, 3]);
+      const a = await spread("a", "name", 60);
+      expect({ failures: a.failures, backends: Object.keys(a.counts).length }).toEqual({
+        failures: 0,
+        backends: 1,
+      });
+      expect(rose(before, await takenBy([1, 2, 3]))).toEqual([1, 2, 3]);
+      const b = await spread("b", "name", 60);
+      expect({ failures: b.failures, backends: Object.keys(b.counts).length }).toEqual({
+        failures: 0,
+        backends: 1,
+      });
+      const byLb = await spread("b", "client", 60);
+      expect(Object.keys(byLb.counts).sort()).toEqual([1, 2].map((n) => podIp(n, GROUPS.b.host)));
+    } finally {
+      await setAffinity("None");
+    }
+    // The control: without affinity the same client's connections spread over every backend again.
+    for (const group of ["a", "b"] as const) expect(await backendsOnceApplied(group, 3)).toHaveLength(3);
+  });
+
   it('announce "false": the VIP leaves the router while its LB pods keep its rules and serve what reaches them; back when the annotation goes', async () => {
     const g = GROUPS.b;
     const nodes = [...g.nodes];
