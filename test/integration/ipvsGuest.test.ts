@@ -74,6 +74,17 @@ const script = [
     [b2, 1],
     [b3, 0],
   ]),
+  // As the engine writes a Service with sessionAffinity ClientIP: mh over the source address alone.
+  service(
+    84,
+    "mh",
+    [
+      [b1, 1],
+      [b2, 1],
+      [b3, 1],
+    ],
+    "mh-fallback",
+  ),
   section("rr"),
   requests(80, REQUESTS),
   section("rr-pinned"),
@@ -89,6 +100,11 @@ const script = [
   ...Array.from({ length: MH_PORTS }, (_, i) => 40002 + i).flatMap((p) => [
     pinSourcePort(p),
     requests(82, 1),
+  ]),
+  section("mh-affinity"),
+  ...Array.from({ length: MH_PORTS }, (_, i) => 40002 + i).flatMap((p) => [
+    pinSourcePort(p),
+    requests(84, 1),
   ]),
   unpinSourcePort,
   section("wrr"),
@@ -178,6 +194,14 @@ describe("IPVS in the QEMU guest (NAT mode, literal ipvsadm)", () => {
     expect(new Set(byPort).size).toBeGreaterThan(1);
   });
 
+  it("mh without mh-port (client affinity) maps one source address to one backend, whatever its port", () => {
+    const byPort = servedBy(result, "mh-affinity");
+    expect(byPort).toHaveLength(MH_PORTS);
+    expect(backendIps).toContain(byPort[0]);
+    // The same ports spread under mh-port above.
+    expect(new Set(byPort).size).toBe(1);
+  });
+
   it("wrr follows the weights and never picks a weight-0 server", () => {
     expect([...counts(servedBy(result, "wrr")).entries()].sort()).toEqual([
       [b1, 8],
@@ -192,6 +216,7 @@ describe("IPVS in the QEMU guest (NAT mode, literal ipvsadm)", () => {
       [81, "lc"],
       [82, "mh (mh-port)"],
       [83, "wrr"],
+      [84, "mh (mh-fallback)"],
     ] as const) {
       expect(list).toContain(`TCP  ${vip}:${port} ${sched}`);
     }
