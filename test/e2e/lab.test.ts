@@ -809,18 +809,13 @@ describe("the lab: npm run lab's stack, end to end", () => {
           const failed = r.failures.map((f) => `${f.code}@${when(f.t)}`).join(" ");
           return `${r.requests} answered, ${r.failures.length} failed (${JSON.stringify(countCodes(r.failures))}${failed && `: ${failed}`}), resolved ${JSON.stringify(r.resolved)}`;
         };
-        // The target (issue 35): no connection that ends before the source's removal fails or is
-        // reset. Relaxed for those after it began: a new connection may fail in one burst under a
-        // second (1 EHOSTUNREACH of 8419 while the second platform's app was destroyed in the way
-        // back, not understood yet); long-lived ones begun before it may be reset by it.
-        const expectNoneFailedBeforeRemoval = (r: Awaited<ReturnType<typeof migrateUnderLoad>>) => {
-          const removal = r.steps.find(([step]) => step === "removeSource")![1];
-          expect(r.short.failures.filter((f) => f.t < removal)).toEqual([]);
-          expect(r.long.failures.filter((f) => f.t < removal)).toEqual([]);
-          const burst = r.short.failures.map((f) => f.t);
-          expect(burst.length).toBeLessThanOrEqual(10);
-          if (burst.length) expect(Math.max(...burst) - Math.min(...burst)).toBeLessThan(1_000);
-          expect(Object.keys(countCodes(r.long.failures)).filter((c) => c !== "ECONNRESET")).toEqual([]);
+        // The target (issue 35): no connection fails or is reset, through the removal too. (A VIP
+        // held back whose Service was deleted used to be announced again for the moment before
+        // its rules went: new connections then reached the source's going pods, EHOSTUNREACH,
+        // ECONNREFUSED, and a long-lived one ETIMEDOUT; fixed in the reconciler.)
+        const expectNoneFailed = (r: Awaited<ReturnType<typeof migrateUnderLoad>>) => {
+          expect(r.short.failures).toEqual([]);
+          expect(r.long.failures).toEqual([]);
         };
         let vipNow = vipA;
         for (const [from, to, toPlatform] of [
@@ -858,7 +853,7 @@ describe("the lab: npm run lab's stack, end to end", () => {
         expect(bgp.result.toVip).toBe(vipNow);
         // The second platform's LB pods hand the flows they did not see start to the first's LB
         // nodes (all while both announce, then those begun before the withdrawal): none fails.
-        expectNoneFailedBeforeRemoval(bgp);
+        expectNoneFailed(bgp);
         // Only the second platform's LB nodes carry it now, and new connections reach its pods.
         const lbB = planB.nodes.filter((n) => n.role === "lb").map((n) => n.ip);
         expect(await hopsBecome(plan, vipNow, lbB)).toEqual(lbB);
@@ -880,7 +875,7 @@ describe("the lab: npm run lab's stack, end to end", () => {
             `short connections: ${figures(back.short, back.steps)}; long-lived: ${figures(back.long, back.steps)}`,
         );
         expect(back.result.toVip).toBe(vipNow);
-        expectNoneFailedBeforeRemoval(back);
+        expectNoneFailed(back);
         expect(await hopsBecome(plan, vipNow, lbNodeIps())).toEqual(lbNodeIps());
         const home = await curlSpread(plan, vipNow, 20);
         expect(home.errors).toEqual([]);

@@ -405,6 +405,25 @@ describe("Reconciler and the announce annotation", () => {
     f.reconciler.stop();
   });
 
+  it("never announces a held-back VIP again when its Service goes, even before the run that removes its rules", async () => {
+    let services = [web({ "portable-lb.io/announce": "false" }), api];
+    let failing = false;
+    const f = serving(() => services, { failApply: () => failing });
+    await f.reconciler.reconcileOnce();
+    expect(f.announced.at(-1)).toEqual({ vips: ["10.1.1.2"], heldBack: ["10.1.1.1"] });
+    // The Service is deleted (a migration's source app going): its rules stay until a run applies,
+    // and this one fails, yet its VIP is handed to no announcer at any point.
+    failing = true;
+    services = [api];
+    await expect(f.reconciler.reconcileOnce()).rejects.toThrow(/Operation not permitted/);
+    expect(f.announced.every((a) => !a.vips.includes("10.1.1.1"))).toBe(true);
+    expect(f.announced.at(-1)).toEqual({ vips: ["10.1.1.2"], heldBack: [] });
+    failing = false;
+    await f.reconciler.reconcileOnce();
+    expect(f.announced.every((a) => !a.vips.includes("10.1.1.1"))).toBe(true);
+    f.reconciler.stop();
+  });
+
   it("takes a bad value as bad input: a Warning every run, and the VIP announced", async () => {
     const f = serving(() => [web({ "portable-lb.io/announce": "off" }), api]);
     await f.reconciler.reconcileOnce();

@@ -325,7 +325,14 @@ export class Reconciler {
     // Announced only once the rules are verified: a router never reaches a pod before it can serve.
     const verified = new Set(vips);
     const disabled = new Set(this.intent.heldBack.keys());
-    const a = announcement(this.desired, disabled);
+    // Nor a VIP whose Service is gone or being deleted: the intent is the Services' now, the rules
+    // may be the last run's. Else a held-back VIP whose Service was deleted would be announced until
+    // the next run removed its rules (a migration's source, announced again as its app went).
+    const owned = this.intent.owners;
+    const a = announcement(
+      this.desired.filter((s) => owned.has(s.vip)),
+      disabled,
+    );
     for (const reason of HELD_BACK_REASONS)
       this.d.metrics.vipsHeldBack.set({ reason }, a.heldBack[reason].length);
     this.d.announce?.(
