@@ -151,7 +151,11 @@ function configVolume(input: LbPodSpecInput, bgp: boolean) {
  * so the LB nodes' kubelets must allow them all (`allowedUnsafeSysctls`, or
  * `--allowed-unsafe-sysctls`), or the pods fail with SysctlForbidden.
  */
-export const LB_POD_SYSCTLS = ["net.ipv4.ip_forward", "net.ipv4.vs.conntrack", "net.ipv4.vs.expire_nodest_conn"];
+export const LB_POD_SYSCTLS = [
+  "net.ipv4.ip_forward",
+  "net.ipv4.vs.conntrack",
+  "net.ipv4.vs.expire_nodest_conn",
+];
 
 /**
  * What the pod sets: ip_forward (it forwards VIP traffic to backends) and, with dataPlane.engine
@@ -163,7 +167,9 @@ export const LB_POD_SYSCTLS = ["net.ipv4.ip_forward", "net.ipv4.vs.conntrack", "
  * only if it finds conntrack on (lb-image chooseEngine.ts).
  */
 export function lbPodSysctls(config: LbConfig): string[] {
-  return LB_POD_SYSCTLS.filter((name) => !name.startsWith("net.ipv4.vs.") || config.dataPlane.engine === "ipvs");
+  return LB_POD_SYSCTLS.filter(
+    (name) => !name.startsWith("net.ipv4.vs.") || config.dataPlane.engine === "ipvs",
+  );
 }
 
 export function lbPodSpec(input: LbPodSpecInput): PodSpec {
