@@ -213,14 +213,28 @@ export function describeLabFaults(ctx: () => LabContext, requireUp: () => void):
         // the poll below only decides when both have happened.
         const readyOf = (p: V1Pod) => p.status?.conditions?.find((c) => c.type === "Ready")?.status;
         let notReadyWatched = 0;
-        const podWatch = await new Watch(kc).watch(
-          `/api/v1/namespaces/${LB_NAMESPACE}/pods`,
-          { fieldSelector: `metadata.name=${pod.name!}` },
-          (_phase: string, p: V1Pod) => {
-            if (readyOf(p) === "False") notReadyWatched ||= Date.now();
-          },
-          () => undefined,
-        );
+        // A watch the API server or the client ends (it did once, unseen) is resumed from the last
+        // version it delivered, so no change is missed and none is replayed as new.
+        let resourceVersion = pod.resourceVersion!;
+        let watching = true;
+        let podWatch: AbortController | undefined;
+        let resumed = 0;
+        const watchPod = async (): Promise<void> => {
+          podWatch = await new Watch(kc).watch(
+            `/api/v1/namespaces/${LB_NAMESPACE}/pods`,
+            { fieldSelector: `metadata.name=${pod.name!}`, resourceVersion },
+            (_phase: string, p: V1Pod) => {
+              resourceVersion = p.metadata?.resourceVersion ?? resourceVersion;
+              if (readyOf(p) === "False") notReadyWatched ||= Date.now();
+            },
+            () => {
+              if (!watching) return;
+              resumed++;
+              setTimeout(() => void watchPod().catch(() => undefined), 200);
+            },
+          );
+        };
+        await watchPod();
         const routeEvents = RouteEvents.start(plan.router.netns, vip);
         const r = await fault({
           fault: "kubelet hung (SIGSTOP, then SIGCONT)",
@@ -256,7 +270,8 @@ export function describeLabFaults(ctx: () => LabContext, requireUp: () => void):
           holdMs: 3_000,
           timeoutMs: 240_000,
         }).finally(() => {
-          podWatch.abort();
+          watching = false;
+          podWatch?.abort();
           routeEvents.stop();
         });
         // Both were seen as events too. The monitor's pipe may be read after the poll's own `ip route`
@@ -266,7 +281,7 @@ export function describeLabFaults(ctx: () => LabContext, requireUp: () => void):
         expect(notReadyWatched).toBeGreaterThan(0);
         expect(leftByEvent).toBeDefined();
         console.log(
-          `kubelet hung: polls saw not Ready → left ${leftAt - notReadyAt} ms; events ${leftByEvent! - notReadyWatched} ms`,
+          `kubelet hung: polls saw not Ready → left ${leftAt - notReadyAt} ms; events ${leftByEvent! - notReadyWatched} ms (pod watch resumed ${resumed} times)`,
         );
         notReadyAt = notReadyWatched;
         leftAt = leftByEvent!;
