@@ -46,6 +46,26 @@ async function start(identity = "lb-1"): Promise<RunningController> {
   });
 }
 
+/** A LoadBalancer Service of this test's class with one port, as a user's manifest makes it. */
+function createLbService(
+  name: string,
+  port: { name: string; port: number; protocol: string },
+  annotations?: Record<string, string>,
+) {
+  return core.createNamespacedService({
+    namespace: NS,
+    body: {
+      metadata: { name, ...(annotations && { annotations }) },
+      spec: {
+        type: "LoadBalancer",
+        loadBalancerClass: config.loadBalancerClass,
+        allocateLoadBalancerNodePorts: false,
+        ports: [port],
+      },
+    },
+  });
+}
+
 function slice(endpoints: { ip: string; ready?: boolean; terminating?: boolean }[]): V1EndpointSlice {
   return {
     metadata: {
@@ -104,18 +124,7 @@ afterAll(async () => {
 describe("LB controller with nftables in a network namespace", () => {
   it("allocates a VIP into status and spreads new connections over every ready backend", async () => {
     controller = await start();
-    await core.createNamespacedService({
-      namespace: NS,
-      body: {
-        metadata: { name: "web" },
-        spec: {
-          type: "LoadBalancer",
-          loadBalancerClass: config.loadBalancerClass,
-          allocateLoadBalancerNodePorts: false,
-          ports: [{ name: "http", port: 80, protocol: "TCP" }],
-        },
-      },
-    });
+    await createLbService("web", { name: "http", port: 80, protocol: "TCP" });
     await discovery.createNamespacedEndpointSlice({ namespace: NS, body: slice(BACKENDS) });
     await settle(async () => (await vip()) === "10.1.1.1");
     await settle(async () => Object.keys((await spread("10.1.1.1")).counts).length === 3);
@@ -173,18 +182,7 @@ describe("LB controller with nftables in a network namespace", () => {
     // (The API server itself refuses malformed EndpointSlice addresses; the controller's own
     // handling of them is covered by desiredState's unit tests.)
     const svc = (name: string, annotations: Record<string, string>, protocol = "TCP") =>
-      core.createNamespacedService({
-        namespace: NS,
-        body: {
-          metadata: { name, annotations },
-          spec: {
-            type: "LoadBalancer",
-            loadBalancerClass: config.loadBalancerClass,
-            allocateLoadBalancerNodePorts: false,
-            ports: [{ name: "p", port: 80, protocol }],
-          },
-        },
-      });
+      createLbService(name, { name: "p", port: 80, protocol }, annotations);
     await svc("taken", { "portable-lb.io/load-balancer-ips": "10.1.1.1" });
     await svc("outside", { "portable-lb.io/load-balancer-ips": "192.0.2.1" });
     await svc("sctp", {}, "SCTP");
@@ -258,18 +256,7 @@ describe("LB controller with nftables in a network namespace", () => {
       metadata: { name: "dns-1", namespace: NS, labels: { "kubernetes.io/service-name": "dns" } },
       ports: [{ name: "dns", port: 5353, protocol: "UDP" }],
     });
-    await core.createNamespacedService({
-      namespace: NS,
-      body: {
-        metadata: { name: "dns" },
-        spec: {
-          type: "LoadBalancer",
-          loadBalancerClass: config.loadBalancerClass,
-          allocateLoadBalancerNodePorts: false,
-          ports: [{ name: "dns", port: 53, protocol: "UDP" }],
-        },
-      },
-    });
+    await createLbService("dns", { name: "dns", port: 53, protocol: "UDP" });
     await discovery.createNamespacedEndpointSlice({ namespace: NS, body: udpSlice(BACKENDS.slice(0, 2)) });
     let address = "";
     await settle(async () => {

@@ -14,7 +14,7 @@ export function isServed(svc: V1Service, served: ServedClasses): boolean {
   return isOurs(svc, served) && !svc.metadata?.deletionTimestamp;
 }
 
-export const hasCleanupFinalizer = (svc: V1Service): boolean =>
+const hasCleanupFinalizer = (svc: V1Service): boolean =>
   svc.metadata?.finalizers?.includes(CLEANUP_FINALIZER) === true;
 
 /**

@@ -24,7 +24,6 @@ export function staleUdpFlows(
   for (const s of before) {
     if (s.protocol !== "udp" || s.forwarding === "dsr") continue;
     const next = now.get(serviceKey(s));
-    // Served by DSR now: the old NAT entries would still catch the client's packets.
     const kept = new Set(next ? next.backends.map(backendKey) : []);
     for (const b of s.backends)
       if (!kept.has(backendKey(b)))
